@@ -1,0 +1,43 @@
+# Everything a fresh machine needs: `make demo` and `make test` set themselves up.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: setup system-deps test test-slow lint bench demo clean
+
+setup: $(STAMP) system-deps
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+# Debian's ZooKeeper (for clusters) and kcat (an interop client), only when missing.
+system-deps:
+	@if [ ! -f /usr/share/java/zookeeper.jar ] || ! command -v kcat >/dev/null; then \
+		echo "installing Debian packages: zookeeper kcat"; \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zookeeper kcat >/dev/null; \
+	fi
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+
+test: setup lint
+	$(PY) -m pytest
+
+test-slow: setup
+	$(PY) -m pytest -m slow
+
+bench: setup
+	$(PY) bench/codec.py
+
+demo: setup
+	$(PY) -m epochlog demo
+
+clean:
+	rm -rf $(VENV) .epochlog .pytest_cache .hypothesis

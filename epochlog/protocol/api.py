@@ -1,0 +1,215 @@
+"""The APIs we serve, and framing: size prefix, headers and bodies on the wire.
+
+`APIS` is the protocol table of DESIGN.md: each API key with the version range we advertise in
+ApiVersions and its request and response classes. Framing follows Kafka's header-version rules:
+the request header is v2 for a flexible API version and v1 otherwise (v0 for ControlledShutdown
+v0); the response header is v1 for a flexible version and v0 otherwise, except that ApiVersions
+responses always use v0 so that any client can read them.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from epochlog.protocol import messages as m
+from epochlog.protocol.codec import Message, decode_from, encode_into
+from epochlog.protocol.errors import DecodeError, UnsupportedVersionError
+from epochlog.protocol.headers import RequestHeader, ResponseHeader
+
+
+class ApiKey(enum.IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    LEADER_AND_ISR = 4
+    STOP_REPLICA = 5
+    UPDATE_METADATA = 6
+    CONTROLLED_SHUTDOWN = 7
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
+    ALTER_PARTITION = 56
+    DESCRIBE_CLUSTER = 60
+
+
+@dataclass(frozen=True)
+class Api:
+    key: ApiKey
+    min_version: int
+    max_version: int
+    request: type[Message]
+    response: type[Message]
+
+    @property
+    def name(self) -> str:
+        return self.request.SCHEMA.name.removesuffix("Request")
+
+    def supports(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+
+def _api(key: ApiKey, request: type[Message], response: type[Message]) -> Api:
+    valid = request.SCHEMA.valid
+    assert valid.high is not None and response.SCHEMA.valid == valid, key
+    return Api(key, valid.low, valid.high, request, response)
+
+
+APIS: dict[int, Api] = {
+    api.key: api
+    for api in (
+        _api(ApiKey.PRODUCE, m.ProduceRequest, m.ProduceResponse),
+        _api(ApiKey.FETCH, m.FetchRequest, m.FetchResponse),
+        _api(ApiKey.LIST_OFFSETS, m.ListOffsetsRequest, m.ListOffsetsResponse),
+        _api(ApiKey.METADATA, m.MetadataRequest, m.MetadataResponse),
+        _api(ApiKey.LEADER_AND_ISR, m.LeaderAndIsrRequest, m.LeaderAndIsrResponse),
+        _api(ApiKey.STOP_REPLICA, m.StopReplicaRequest, m.StopReplicaResponse),
+        _api(ApiKey.UPDATE_METADATA, m.UpdateMetadataRequest, m.UpdateMetadataResponse),
+        _api(ApiKey.CONTROLLED_SHUTDOWN, m.ControlledShutdownRequest, m.ControlledShutdownResponse),
+        _api(ApiKey.API_VERSIONS, m.ApiVersionsRequest, m.ApiVersionsResponse),
+        _api(ApiKey.CREATE_TOPICS, m.CreateTopicsRequest, m.CreateTopicsResponse),
+        _api(ApiKey.DELETE_TOPICS, m.DeleteTopicsRequest, m.DeleteTopicsResponse),
+        _api(ApiKey.INIT_PRODUCER_ID, m.InitProducerIdRequest, m.InitProducerIdResponse),
+        _api(
+            ApiKey.OFFSET_FOR_LEADER_EPOCH,
+            m.OffsetForLeaderEpochRequest,
+            m.OffsetForLeaderEpochResponse,
+        ),
+        _api(ApiKey.ALTER_PARTITION, m.AlterPartitionRequest, m.AlterPartitionResponse),
+        _api(ApiKey.DESCRIBE_CLUSTER, m.DescribeClusterRequest, m.DescribeClusterResponse),
+    )
+}
+
+
+def request_header_version(api_key: int, version: int) -> int:
+    if api_key == ApiKey.CONTROLLED_SHUTDOWN and version == 0:
+        return 0
+    api = APIS.get(api_key)
+    if api is not None and api.request.SCHEMA.is_flexible(version):
+        return 2
+    return 1
+
+
+def response_header_version(api_key: int, version: int) -> int:
+    if api_key == ApiKey.API_VERSIONS:
+        return 0
+    api = APIS.get(api_key)
+    if api is not None and api.response.SCHEMA.is_flexible(version):
+        return 1
+    return 0
+
+
+_SIZE = struct.Struct(">i")
+_KEY_VERSION_CORRELATION = struct.Struct(">hhi")
+
+
+@dataclass(slots=True)
+class Request:
+    header: Any  # RequestHeader
+    body: Any  # the API's request message
+
+    @property
+    def api_key(self) -> int:
+        return self.header.request_api_key
+
+    @property
+    def api_version(self) -> int:
+        return self.header.request_api_version
+
+    @property
+    def correlation_id(self) -> int:
+        return self.header.correlation_id
+
+
+def encode_request(
+    api_key: int, version: int, correlation_id: int, client_id: str | None, body: Message
+) -> bytes:
+    """A whole request frame, size prefix included."""
+    out = bytearray(4)
+    header = RequestHeader(
+        request_api_key=api_key,
+        request_api_version=version,
+        correlation_id=correlation_id,
+        client_id=client_id,
+    )
+    encode_into(header, request_header_version(api_key, version), out)
+    encode_into(body, version, out)
+    _SIZE.pack_into(out, 0, len(out) - 4)
+    return bytes(out)
+
+
+def peek_request_header(frame: bytes | bytearray | memoryview) -> tuple[int, int, int]:
+    """(api key, version, correlation id) of a request frame (without size prefix)."""
+    if len(frame) < _KEY_VERSION_CORRELATION.size:
+        raise DecodeError("RequestHeader", None, None, f"frame of {len(frame)} bytes is too short")
+    return _KEY_VERSION_CORRELATION.unpack_from(frame, 0)
+
+
+def decode_request(frame: bytes | bytearray | memoryview) -> Request:
+    """Decode a request frame (without the size prefix).
+
+    Raises UnsupportedVersionError for an API key or version we do not serve, DecodeError for bytes
+    that do not decode as the request they claim to be.
+    """
+    api_key, version, _ = peek_request_header(frame)
+    api = APIS.get(api_key)
+    if api is None or not api.supports(version):
+        raise UnsupportedVersionError(api_key, version)
+    header, pos = decode_from(RequestHeader, frame, request_header_version(api_key, version), 0)
+    body, pos = decode_from(api.request, frame, version, pos)
+    if pos != len(frame):
+        raise DecodeError(
+            api.request.SCHEMA.name, version, None, f"{len(frame) - pos} bytes left after the body"
+        )
+    return Request(header, body)
+
+
+def encode_response(api_key: int, version: int, correlation_id: int, body: Message) -> bytes:
+    """A whole response frame, size prefix included."""
+    out = bytearray(4)
+    encode_into(
+        ResponseHeader(correlation_id=correlation_id),
+        response_header_version(api_key, version),
+        out,
+    )
+    encode_into(body, version, out)
+    _SIZE.pack_into(out, 0, len(out) - 4)
+    return bytes(out)
+
+
+def decode_response(
+    api_key: int, version: int, frame: bytes | bytearray | memoryview
+) -> tuple[int, Any]:
+    """(correlation id, body) of a response frame (without the size prefix)."""
+    api = APIS.get(api_key)
+    if api is None or not api.supports(version):
+        raise UnsupportedVersionError(api_key, version)
+    header, pos = decode_from(ResponseHeader, frame, response_header_version(api_key, version), 0)
+    body, pos = decode_from(api.response, frame, version, pos)
+    if pos != len(frame):
+        raise DecodeError(
+            api.response.SCHEMA.name, version, None, f"{len(frame) - pos} bytes left after the body"
+        )
+    return header.correlation_id, body
+
+
+def unsupported_api_versions_response(correlation_id: int) -> bytes:
+    """The answer to an ApiVersions request of a version we do not serve: a v0 body with
+    UNSUPPORTED_VERSION that lists only ApiVersions' own range, so the client retries lower."""
+    from epochlog.protocol.errors import ErrorCode
+
+    api = APIS[ApiKey.API_VERSIONS]
+    body = m.ApiVersionsResponse(
+        error_code=ErrorCode.UNSUPPORTED_VERSION,
+        api_keys=[
+            m.ApiVersionsResponse.ApiVersion(
+                api_key=api.key, min_version=api.min_version, max_version=api.max_version
+            )
+        ],
+    )
+    return encode_response(ApiKey.API_VERSIONS, 0, correlation_id, body)

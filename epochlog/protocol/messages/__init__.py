@@ -1,0 +1,57 @@
+"""One class per Kafka message we serve, generated from the schema modules of this package.
+
+Each class has snake_case attributes for the fields of every version, nested struct classes as
+attributes (`FetchRequest.FetchTopic`), `obj.encode(version)` and `Cls.decode(data, version)`.
+"""
+
+from __future__ import annotations
+
+from epochlog.protocol.codec import message_class
+from epochlog.protocol.messages import (
+    alter_partition,
+    api_versions,
+    controlled_shutdown,
+    create_topics,
+    delete_topics,
+    describe_cluster,
+    fetch,
+    init_producer_id,
+    leader_and_isr,
+    list_offsets,
+    metadata,
+    offset_for_leader_epoch,
+    produce,
+    stop_replica,
+    update_metadata,
+)
+
+ProduceRequest = message_class(produce.REQUEST)
+ProduceResponse = message_class(produce.RESPONSE)
+FetchRequest = message_class(fetch.REQUEST)
+FetchResponse = message_class(fetch.RESPONSE)
+ListOffsetsRequest = message_class(list_offsets.REQUEST)
+ListOffsetsResponse = message_class(list_offsets.RESPONSE)
+MetadataRequest = message_class(metadata.REQUEST)
+MetadataResponse = message_class(metadata.RESPONSE)
+LeaderAndIsrRequest = message_class(leader_and_isr.REQUEST)
+LeaderAndIsrResponse = message_class(leader_and_isr.RESPONSE)
+StopReplicaRequest = message_class(stop_replica.REQUEST)
+StopReplicaResponse = message_class(stop_replica.RESPONSE)
+UpdateMetadataRequest = message_class(update_metadata.REQUEST)
+UpdateMetadataResponse = message_class(update_metadata.RESPONSE)
+ControlledShutdownRequest = message_class(controlled_shutdown.REQUEST)
+ControlledShutdownResponse = message_class(controlled_shutdown.RESPONSE)
+ApiVersionsRequest = message_class(api_versions.REQUEST)
+ApiVersionsResponse = message_class(api_versions.RESPONSE)
+CreateTopicsRequest = message_class(create_topics.REQUEST)
+CreateTopicsResponse = message_class(create_topics.RESPONSE)
+DeleteTopicsRequest = message_class(delete_topics.REQUEST)
+DeleteTopicsResponse = message_class(delete_topics.RESPONSE)
+InitProducerIdRequest = message_class(init_producer_id.REQUEST)
+InitProducerIdResponse = message_class(init_producer_id.RESPONSE)
+OffsetForLeaderEpochRequest = message_class(offset_for_leader_epoch.REQUEST)
+OffsetForLeaderEpochResponse = message_class(offset_for_leader_epoch.RESPONSE)
+AlterPartitionRequest = message_class(alter_partition.REQUEST)
+AlterPartitionResponse = message_class(alter_partition.RESPONSE)
+DescribeClusterRequest = message_class(describe_cluster.REQUEST)
+DescribeClusterResponse = message_class(describe_cluster.RESPONSE)

@@ -1,0 +1,39 @@
+"""DescribeCluster (API key 60): cluster id, controller and brokers.
+
+Transcribed from Kafka's `common/message/DescribeCluster*.json` (apache/kafka branch 3.9).
+"""
+
+from epochlog.protocol.schema import F, message
+
+REQUEST = message(
+    "DescribeClusterRequest",
+    api_key=60,
+    valid="0-1",
+    flexible="0+",
+    fields=[
+        F("IncludeClusterAuthorizedOperations", "bool", "0+"),
+        F("EndpointType", "int8", "1+", default=1),
+    ],
+)
+
+RESPONSE = message(
+    "DescribeClusterResponse",
+    api_key=60,
+    valid="0-1",
+    flexible="0+",
+    fields=[
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("ErrorCode", "int16", "0+"),
+        F("ErrorMessage", "string", "0+", nullable="0+", default=None),
+        F("EndpointType", "int8", "1+", default=1),
+        F("ClusterId", "string", "0+"),
+        F("ControllerId", "int32", "0+", default=-1),
+        F("Brokers", "[]DescribeClusterBroker", "0+", [
+            F("BrokerId", "int32", "0+"),
+            F("Host", "string", "0+"),
+            F("Port", "int32", "0+"),
+            F("Rack", "string", "0+", nullable="0+", default=None),
+        ]),
+        F("ClusterAuthorizedOperations", "int32", "0+", default=-2147483648),
+    ],
+)

@@ -1,0 +1,113 @@
+"""Headers and framing: Kafka's header-version rules and the ApiVersions exceptions."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from epochlog.protocol import messages as m
+from epochlog.protocol.api import (
+    APIS,
+    ApiKey,
+    decode_request,
+    decode_response,
+    encode_request,
+    encode_response,
+    request_header_version,
+    response_header_version,
+    unsupported_api_versions_response,
+)
+from epochlog.protocol.errors import DecodeError, ErrorCode, UnsupportedVersionError
+from epochlog.protocol.headers import RequestHeader
+
+
+def test_header_versions_follow_kafka_rules() -> None:
+    assert request_header_version(ApiKey.PRODUCE, 8) == 1
+    assert request_header_version(ApiKey.PRODUCE, 9) == 2
+    assert request_header_version(ApiKey.CONTROLLED_SHUTDOWN, 0) == 0
+    assert request_header_version(ApiKey.CONTROLLED_SHUTDOWN, 3) == 2
+    assert response_header_version(ApiKey.FETCH, 11) == 0
+    assert response_header_version(ApiKey.FETCH, 12) == 1
+    for version in range(5):  # ApiVersions responses always use header v0 (KIP-511)
+        assert response_header_version(ApiKey.API_VERSIONS, version) == 0
+    assert response_header_version(ApiKey.DESCRIBE_CLUSTER, 0) == 1
+
+
+def test_request_header_v2_keeps_a_classic_client_id() -> None:
+    header = RequestHeader(
+        request_api_key=3, request_api_version=12, correlation_id=7, client_id="abc"
+    )
+    assert header.encode(2) == struct.pack(">hhih", 3, 12, 7, 3) + b"abc" + b"\x00"
+    assert header.encode(1) == struct.pack(">hhih", 3, 12, 7, 3) + b"abc"
+    assert header.encode(0) == struct.pack(">hhi", 3, 12, 7)
+    null_client = struct.pack(">hhih", 3, 12, 7, -1) + b"\x00"
+    assert RequestHeader.decode(null_client, 2).client_id is None
+
+
+def test_request_frames_round_trip() -> None:
+    body = m.MetadataRequest(topics=None, allow_auto_topic_creation=False)
+    frame = encode_request(ApiKey.METADATA, 12, 42, "client-1", body)
+    (size,) = struct.unpack_from(">i", frame)
+    assert size == len(frame) - 4
+    request = decode_request(frame[4:])
+    assert (request.api_key, request.api_version, request.correlation_id) == (3, 12, 42)
+    assert request.header.client_id == "client-1"
+    assert request.body == body
+
+
+def test_response_frames_round_trip() -> None:
+    body = m.DescribeClusterResponse(cluster_id="c1", controller_id=2)
+    frame = encode_response(ApiKey.DESCRIBE_CLUSTER, 1, 9, body)
+    correlation_id, decoded = decode_response(ApiKey.DESCRIBE_CLUSTER, 1, frame[4:])
+    assert correlation_id == 9
+    assert decoded == body
+
+
+def test_unknown_api_and_version_are_unsupported() -> None:
+    frame = struct.pack(">hhih", 9999, 0, 1, -1)
+    with pytest.raises(UnsupportedVersionError):
+        decode_request(frame)
+    frame = struct.pack(">hhih", ApiKey.PRODUCE, 99, 1, -1)
+    with pytest.raises(UnsupportedVersionError):
+        decode_request(frame)
+
+
+def test_unsupported_api_versions_gets_a_v0_body_listing_key_18() -> None:
+    frame = unsupported_api_versions_response(correlation_id=5)
+    payload = frame[4:]
+    # header v0 (correlation id only), then a v0 body: error, int32 array count, one entry
+    assert payload == struct.pack(
+        ">ihihhh",
+        5,
+        ErrorCode.UNSUPPORTED_VERSION,
+        1,
+        18,
+        APIS[ApiKey.API_VERSIONS].min_version,
+        APIS[ApiKey.API_VERSIONS].max_version,
+    )
+
+
+def test_trailing_bytes_after_a_request_are_an_error() -> None:
+    frame = encode_request(ApiKey.API_VERSIONS, 0, 1, "c", m.ApiVersionsRequest())
+    with pytest.raises(DecodeError, match="bytes left"):
+        decode_request(frame[4:] + b"\x00")
+
+
+def test_decode_errors_name_api_version_and_field() -> None:
+    body = m.ProduceRequest(
+        acks=-1,
+        timeout_ms=1000,
+        topic_data=[
+            m.ProduceRequest.TopicProduceData(
+                name="topic",
+                partition_data=[m.ProduceRequest.PartitionProduceData(index=0, records=b"x" * 100)],
+            )
+        ],
+    )
+    encoded = body.encode(7)
+    with pytest.raises(DecodeError) as info:
+        m.ProduceRequest.decode(encoded[:-10], 7)
+    message = str(info.value)
+    assert "ProduceRequest v7" in message
+    assert "topic_data[].partition_data[].records" in message
