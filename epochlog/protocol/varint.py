@@ -47,6 +47,13 @@ def encode_varint(value: int) -> bytes:
 
 
 def decode_varint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
+    b = buf[pos]
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), pos + 1
+    b2 = buf[pos + 1]
+    if b2 < 0x80:  # two bytes: lengths up to 8 KiB, the next most common case
+        raw = (b & 0x7F) | (b2 << 7)
+        return (raw >> 1) ^ -(raw & 1), pos + 2
     raw, pos = decode_uvarint(buf, pos)
     return (raw >> 1) ^ -(raw & 1), pos
 

@@ -37,6 +37,9 @@ REQUEST = message(
                 F("SecurityProtocol", "int16", "1+"),
             ], ignorable=True),
             F("Rack", "string", "2+", nullable="0+", ignorable=True),
+            # epochlog's extension (not in Kafka): the broker epoch the controller holds for this
+            # broker, so that leaders can check a follower's fetch epoch (KIP-903 in ZK mode).
+            F("BrokerEpoch", "int64", "6+", tag=1000, default=-1, ignorable=True),
         ]),
     ],
 )

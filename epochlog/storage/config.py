@@ -1,0 +1,101 @@
+"""Per-log settings, with Kafka's names and defaults.
+
+`LogConfig` is what a partition log consults when it appends, rolls, indexes, flushes and applies
+retention. Each field names the topic-level key and the broker-level default it mirrors (the broker
+builds the default `LogConfig` from server.properties; a topic's `--config` overrides go through
+`with_topic_overrides`, which takes Kafka's topic-level key names and rejects unknown or malformed
+ones by name). -1 means unlimited for the retention limits, as in Kafka.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+CREATE_TIME = "CreateTime"
+LOG_APPEND_TIME = "LogAppendTime"
+
+_DAY_MS = 24 * 60 * 60 * 1000
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    # segment.bytes (broker: log.segment.bytes): roll when the active segment would exceed this.
+    segment_bytes: int = 1024 * 1024 * 1024
+    # segment.ms (broker: log.roll.ms / log.roll.hours=168): roll when the segment is this old.
+    segment_ms: int = 7 * _DAY_MS
+    # segment.index.bytes (broker: log.index.size.max.bytes): roll when an index is this big.
+    segment_index_bytes: int = 10 * 1024 * 1024
+    # index.interval.bytes (broker: log.index.interval.bytes): bytes of log between index entries.
+    index_interval_bytes: int = 4096
+    # retention.ms (broker: log.retention.ms / log.retention.hours=168); -1 keeps data forever.
+    retention_ms: int = 7 * _DAY_MS
+    # retention.bytes (broker: log.retention.bytes); -1 means no size limit.
+    retention_bytes: int = -1
+    # max.message.bytes (broker: message.max.bytes): the largest batch a producer may append.
+    max_message_bytes: int = 1024 * 1024 + 12
+    # flush.messages (broker: log.flush.interval.messages): fsync after this many unflushed
+    # records. Kafka's default never forces a flush; replication is the durability.
+    flush_interval_messages: int = INT64_MAX
+    # message.timestamp.type (broker: log.message.timestamp.type): CreateTime or LogAppendTime.
+    message_timestamp_type: str = CREATE_TIME
+
+    def __post_init__(self) -> None:
+        # 61 bytes is the smallest batch; a smaller segment could never hold one.
+        _require(self.segment_bytes >= 61 and self.segment_bytes <= INT32_MAX, "segment.bytes")
+        _require(self.segment_ms >= 1, "segment.ms")
+        # 12 bytes is one time index entry: every index must hold at least one.
+        _require(12 <= self.segment_index_bytes <= INT32_MAX, "segment.index.bytes")
+        _require(self.index_interval_bytes >= 0, "index.interval.bytes")
+        _require(self.retention_ms >= -1, "retention.ms")
+        _require(self.retention_bytes >= -1, "retention.bytes")
+        _require(self.max_message_bytes >= 0, "max.message.bytes")
+        _require(self.flush_interval_messages >= 1, "flush.messages")
+        if self.message_timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
+            raise ValueError(
+                f"message.timestamp.type must be CreateTime or LogAppendTime, "
+                f"not {self.message_timestamp_type!r}"
+            )
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.message_timestamp_type == LOG_APPEND_TIME
+
+    def with_topic_overrides(self, overrides: Mapping[str, str]) -> LogConfig:
+        """A copy with topic-level settings applied, keyed by Kafka's topic config names."""
+        changes: dict[str, object] = {}
+        for key, raw in overrides.items():
+            field_name = TOPIC_CONFIG_FIELDS.get(key)
+            if field_name is None:
+                known = ", ".join(sorted(TOPIC_CONFIG_FIELDS))
+                raise ValueError(f"unknown topic config {key!r}; known: {known}")
+            if field_name == "message_timestamp_type":
+                changes[field_name] = raw.strip()
+                continue
+            try:
+                changes[field_name] = int(raw.strip())
+            except ValueError:
+                raise ValueError(f"topic config {key}={raw!r} is not an integer") from None
+        return dataclasses.replace(self, **changes)
+
+
+# Kafka's topic-level config names for the fields above.
+TOPIC_CONFIG_FIELDS: dict[str, str] = {
+    "segment.bytes": "segment_bytes",
+    "segment.ms": "segment_ms",
+    "segment.index.bytes": "segment_index_bytes",
+    "index.interval.bytes": "index_interval_bytes",
+    "retention.ms": "retention_ms",
+    "retention.bytes": "retention_bytes",
+    "max.message.bytes": "max_message_bytes",
+    "flush.messages": "flush_interval_messages",
+    "message.timestamp.type": "message_timestamp_type",
+}
+
+
+def _require(ok: bool, key: str) -> None:
+    if not ok:
+        raise ValueError(f"log config {key} is out of range")

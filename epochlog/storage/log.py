@@ -1,0 +1,570 @@
+"""The log of one partition: a directory of segments with dense offsets, and its leader epochs.
+
+`PartitionLog` owns `<log.dir>/<topic>-<partition>/`: segments sorted by base offset (the last one
+is active and takes appends), the log start offset (first offset still readable), the log end
+offset (next offset to assign), the recovery point (offsets below it are fsynced), and the leader
+epoch cache with its `leader-epoch-checkpoint` file.
+
+Appends take raw record batches and never decode records. A leader append checks every batch
+(framing and CRC, then Kafka's producer rules), and only when all pass stamps consecutive offsets
+and the leader epoch into the headers in place and writes the bytes, so a bad batch changes
+nothing. A follower append takes the leader's offsets and epochs as they are, but must continue
+exactly at the log end offset. Before an append that would overflow the active segment (size,
+age, index capacity), the log rolls: the old segment is sealed and fsynced and the recovery point
+moves to the new segment's base offset.
+
+Reads return a `FileSlice` of whole batches from a single segment, never a batch that reaches
+`max_offset_exclusive` (the broker passes the high watermark). Retention deletes whole segments
+from the front, by age (largest timestamp), by total size, or below a raised log start offset,
+never past the high watermark. Nothing here is thread-safe: one event loop owns a log.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from epochlog.protocol.errors import CorruptRecordError, InvalidRecordError
+from epochlog.protocol.records import (
+    BatchHeader,
+    iter_batches,
+    parse_batch_header,
+    set_log_append_time,
+    stamp_batch,
+)
+from epochlog.storage.checkpoint import LeaderEpochCheckpointFile, PartitionMetadataFile
+from epochlog.storage.config import LogConfig
+from epochlog.storage.epoch_cache import EpochEntry, LeaderEpochCache
+from epochlog.storage.errors import (
+    CheckpointFormatError,
+    InconsistentTopicIdError,
+    LeaderEpochRegressionError,
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+    UnexpectedAppendOffsetError,
+)
+from epochlog.storage.files import FileSlice
+from epochlog.storage.layout import (
+    LEADER_EPOCH_CHECKPOINT,
+    PARTITION_METADATA,
+    parse_partition_dir_name,
+)
+from epochlog.storage.log_loader import load_segments
+from epochlog.storage.segment import LogSegment, TimestampAndOffset
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    """What an append did, for the Produce response and the replica manager."""
+
+    first_offset: int  # -1 for an empty follower append
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+    batch_count: int
+    record_count: int
+    size_in_bytes: int
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class PartitionLog:
+    """One partition's segmented log. Use `PartitionLog.open`."""
+
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        segments: list[LogSegment],
+        log_start_offset: int,
+        epoch_cache: LeaderEpochCache,
+    ) -> None:
+        self.directory = directory
+        self.topic, self.partition = parse_partition_dir_name(directory.name)
+        self._segments = segments
+        self._config = config
+        self._bases = [segment.base_offset for segment in segments]
+        self.log_start_offset = log_start_offset
+        self.recovery_point = self.log_end_offset
+        self.leader_epoch_cache = epoch_cache
+        self._metadata_file = PartitionMetadataFile(directory / PARTITION_METADATA)
+        self._topic_id: uuid.UUID | None = None
+        self._closed = False
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        config: LogConfig | None = None,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        had_clean_shutdown: bool = False,
+        topic_id: uuid.UUID | None = None,
+        now_ms: int | None = None,
+    ) -> PartitionLog:
+        """Open (creating if needed) the partition dir and load it.
+
+        With `had_clean_shutdown` False every segment holding offsets >= `recovery_point` is
+        verified batch by batch and cut at the first torn or corrupt batch (see log_loader).
+        """
+        config = config or LogConfig()
+        now = _now_ms() if now_ms is None else now_ms
+        directory = Path(directory)
+        parse_partition_dir_name(directory.name)
+        directory.mkdir(parents=True, exist_ok=True)
+        checkpoint = LeaderEpochCheckpointFile(directory / LEADER_EPOCH_CHECKPOINT)
+        trusted = True
+        try:
+            entries: list[EpochEntry] = checkpoint.read()
+        except CheckpointFormatError as exc:
+            logger.warning("%s; rebuilding the leader epoch cache from the log", exc)
+            entries, trusted = [], False
+        cache = LeaderEpochCache(entries, on_change=checkpoint.write)
+        loaded = load_segments(
+            directory,
+            config,
+            cache,
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
+            had_clean_shutdown=had_clean_shutdown,
+            epoch_cache_trusted=trusted,
+            now_ms=now,
+        )
+        log = cls(directory, config, loaded.segments, loaded.log_start_offset, cache)
+        log._topic_id = log._metadata_file.read()
+        if topic_id is not None:
+            log.assign_topic_id(topic_id)
+        return log
+
+    # ------------------------------------------------------------------------------ state
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @config.setter
+    def config(self, config: LogConfig) -> None:
+        """A topic config change applies from the next append (index sizes from the next roll)."""
+        self._config = config
+        for segment in self._segments:
+            segment.config = config
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return tuple(self._segments)
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(segment.size for segment in self._segments)
+
+    @property
+    def latest_epoch(self) -> int | None:
+        return self.leader_epoch_cache.latest_epoch
+
+    @property
+    def last_batch_epoch(self) -> int:
+        """The partition leader epoch of the last batch in the log, -1 when there is none."""
+        for segment in reversed(self._segments):
+            if not segment.is_empty:
+                return segment.last_epoch
+        return -1
+
+    @property
+    def topic_id(self) -> uuid.UUID | None:
+        return self._topic_id
+
+    def assign_topic_id(self, topic_id: uuid.UUID) -> None:
+        """Record the topic id in partition.metadata; a different recorded id is an error."""
+        if self._topic_id is None:
+            self._metadata_file.write(topic_id)
+            self._topic_id = topic_id
+        elif self._topic_id != topic_id:
+            raise InconsistentTopicIdError(
+                f"{self.topic}-{self.partition}: partition.metadata has topic id "
+                f"{self._topic_id}, not {topic_id}"
+            )
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) for OffsetForLeaderEpoch / DivergingEpoch; (-1, -1) if unknown."""
+        return self.leader_epoch_cache.end_offset_for(leader_epoch, self.log_end_offset)
+
+    # ---------------------------------------------------------------------------- appends
+
+    def append_as_leader(
+        self, records: bytes | bytearray | memoryview, leader_epoch: int, now_ms: int
+    ) -> AppendInfo:
+        """Validate, assign offsets from the log end offset, stamp `leader_epoch`, append.
+
+        Raises CorruptRecordError (CORRUPT_MESSAGE) for a torn or CRC-failing batch,
+        InvalidRecordError (INVALID_RECORD) for batches a producer may not send, and
+        RecordTooLargeError / RecordBatchTooLargeError for sizes; nothing is written then.
+        """
+        buf = bytearray(records)
+        headers = self._checked_batches(buf)
+        if not headers:
+            raise InvalidRecordError(f"{self._name}: produce request with no record batch")
+        for position, header in headers:
+            self._validate_producer_batch(position, header)
+        last_epoch = self.last_batch_epoch
+        if leader_epoch < last_epoch:
+            raise LeaderEpochRegressionError(
+                f"{self._name}: leader append with epoch {leader_epoch}, the log already holds "
+                f"epoch {last_epoch}"
+            )
+        log_append_time = now_ms if self.config.log_append_time else -1
+        offset = self.log_end_offset
+        stamped: list[BatchHeader] = []
+        for position, header in headers:
+            stamp_batch(buf, position, offset, leader_epoch)
+            if log_append_time >= 0:
+                set_log_append_time(buf, position, header.size, log_append_time)
+            stamped.append(parse_batch_header(buf, position))
+            offset += header.last_offset_delta + 1
+        if leader_epoch >= 0:
+            self.leader_epoch_cache.assign(leader_epoch, stamped[0].base_offset)
+        return self._append(buf, stamped, now_ms, log_append_time)
+
+    def append_as_follower(
+        self, records: bytes | bytearray | memoryview, now_ms: int | None = None
+    ) -> AppendInfo:
+        """Append batches that carry the leader's offsets and epochs; they must continue at the
+        log end offset. Empty input is a no-op."""
+        headers = self._checked_batches(records)
+        if not headers:
+            end = self.log_end_offset
+            return AppendInfo(-1, end - 1, -1, -1, -1, self.log_start_offset, 0, 0, 0)
+        expected = self.log_end_offset
+        epoch_floor = self.last_batch_epoch
+        for position, header in headers:
+            if header.partition_leader_epoch < epoch_floor:
+                raise LeaderEpochRegressionError(
+                    f"{self._name}: follower batch at offset {header.base_offset} has leader "
+                    f"epoch {header.partition_leader_epoch}, below the log's {epoch_floor}"
+                )
+            epoch_floor = header.partition_leader_epoch
+            if header.base_offset != expected:
+                raise UnexpectedAppendOffsetError(
+                    f"{self._name}: follower batch at byte {position} starts at offset "
+                    f"{header.base_offset}, the log continues at {expected}"
+                )
+            if header.last_offset_delta < 0:
+                raise InvalidRecordError(
+                    f"{self._name}: batch at offset {header.base_offset} has last offset delta "
+                    f"{header.last_offset_delta}"
+                )
+            expected = header.next_offset
+        for _, header in headers:
+            epoch = header.partition_leader_epoch
+            if epoch >= 0:
+                self.leader_epoch_cache.assign(epoch, header.base_offset)
+        return self._append(
+            records, [header for _, header in headers], _now_ms() if now_ms is None else now_ms, -1
+        )
+
+    def _checked_batches(
+        self, records: bytes | bytearray | memoryview
+    ) -> list[tuple[int, BatchHeader]]:
+        try:
+            headers = list(iter_batches(records, verify=True))
+        except CorruptRecordError as exc:
+            raise CorruptRecordError(f"{self._name}: {exc}") from None
+        total = len(records)
+        if total > self.config.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"{self._name}: append of {total} bytes exceeds segment.bytes "
+                f"{self.config.segment_bytes}"
+            )
+        return headers
+
+    def _validate_producer_batch(self, position: int, header: BatchHeader) -> None:
+        # Kafka's LogValidator rules for batches from clients.
+        where = f"{self._name}: batch at byte {position}"
+        if header.size > self.config.max_message_bytes:
+            raise RecordTooLargeError(
+                f"{where} is {header.size} bytes, max.message.bytes is "
+                f"{self.config.max_message_bytes}"
+            )
+        if header.is_control:
+            raise InvalidRecordError(f"{where} is a control batch; producers may not send them")
+        if header.records_count < 1:
+            raise InvalidRecordError(f"{where} has {header.records_count} records")
+        if header.records_count != header.last_offset_delta + 1:
+            raise InvalidRecordError(
+                f"{where} has {header.records_count} records but last offset delta "
+                f"{header.last_offset_delta}"
+            )
+        if header.producer_id >= 0 and header.base_sequence < 0:
+            raise InvalidRecordError(
+                f"{where} has producer id {header.producer_id} but no base sequence"
+            )
+
+    def _append(
+        self,
+        records: bytes | bytearray | memoryview,
+        headers: list[BatchHeader],
+        now_ms: int,
+        log_append_time: int,
+    ) -> AppendInfo:
+        first, last = headers[0], headers[-1]
+        max_header = max(headers, key=lambda h: h.max_timestamp)
+        max_timestamp = max_header.max_timestamp
+        if self.active_segment.should_roll(len(records), max_timestamp, last.last_offset, now_ms):
+            self.roll(now_ms)
+        self.active_segment.append(records, headers)
+        record_count = last.next_offset - first.base_offset
+        if self.log_end_offset - self.recovery_point >= self.config.flush_interval_messages:
+            self.flush()
+        return AppendInfo(
+            first_offset=first.base_offset,
+            last_offset=last.last_offset,
+            max_timestamp=max_timestamp,
+            offset_of_max_timestamp=max_header.last_offset,
+            log_append_time=log_append_time,
+            log_start_offset=self.log_start_offset,
+            batch_count=len(headers),
+            record_count=record_count,
+            size_in_bytes=len(records),
+        )
+
+    def roll(self, now_ms: int | None = None) -> LogSegment:
+        """Start a new active segment at the log end offset; seal and fsync the old one."""
+        now = _now_ms() if now_ms is None else now_ms
+        old = self.active_segment
+        if old.is_empty:
+            # Nothing to seal: an empty active segment already starts at the log end offset.
+            return old
+        old.on_become_inactive()
+        segment = LogSegment.create(self.directory, self.log_end_offset, self.config, now)
+        self._segments.append(segment)
+        self._bases.append(segment.base_offset)
+        self.recovery_point = max(self.recovery_point, segment.base_offset)
+        return segment
+
+    # ------------------------------------------------------------------------------ reads
+
+    def _check_offset(self, offset: int) -> None:
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"{self._name}: offset {offset} is outside the log's range "
+                f"[{self.log_start_offset}, {self.log_end_offset}]"
+            )
+
+    def _segments_from(self, offset: int) -> Iterator[LogSegment]:
+        index = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+        yield from self._segments[index:]
+
+    def read(
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        max_offset_exclusive: int | None = None,
+        min_one_batch: bool = True,
+    ) -> FileSlice:
+        """Whole batches starting with the one that holds `fetch_offset`.
+
+        At most `max_bytes`, except that with `min_one_batch` the first batch comes whole even
+        when larger (as Kafka does, so a consumer can always make progress). No batch whose last
+        offset is >= `max_offset_exclusive`. Raises OffsetOutOfRangeError when `fetch_offset` is
+        below the log start offset or above the log end offset.
+        """
+        self._check_offset(fetch_offset)
+        if max_offset_exclusive is not None and fetch_offset >= max_offset_exclusive:
+            return FileSlice.empty()
+        for segment in self._segments_from(fetch_offset):
+            found = segment.read(fetch_offset, max_bytes, max_offset_exclusive, min_one_batch)
+            if found is not None:
+                return found
+        return FileSlice.empty()
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        """ListOffsets by time: the first record at or after the log start offset whose
+        timestamp is >= `timestamp`, or None when there is none."""
+        for segment in self._segments_from(self.log_start_offset):
+            if segment.max_timestamp < timestamp:
+                continue
+            found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
+            if found is not None:
+                return found
+        return None
+
+    def offset_of_max_timestamp(self) -> TimestampAndOffset | None:
+        """ListOffsets -3: the first record with the largest timestamp in the log, or None."""
+        best: LogSegment | None = None
+        for segment in self._segments:
+            if segment.max_timestamp >= 0 and (
+                best is None or segment.max_timestamp > best.max_timestamp
+            ):
+                best = segment
+        return best.record_with_max_timestamp() if best is not None else None
+
+    def epoch_for_offset(self, offset: int) -> int | None:
+        return self.leader_epoch_cache.epoch_for_offset(offset)
+
+    # ------------------------------------------------------------------------- truncation
+
+    def truncate_to(self, offset: int) -> bool:
+        """Follower truncation: remove everything at and after `offset` (a batch holding it goes
+        whole). True if anything was removed."""
+        if offset < 0:
+            raise ValueError(f"{self._name}: cannot truncate to negative offset {offset}")
+        if offset >= self.log_end_offset:
+            return False
+        if offset < self._segments[0].base_offset:
+            self.truncate_fully_and_start_at(offset)
+            return True
+        while len(self._segments) > 1 and self._segments[-1].base_offset > offset:
+            self._segments.pop().delete()
+            self._bases.pop()
+        self.active_segment.truncate_to(offset)
+        self.active_segment.flush()
+        end = self.log_end_offset
+        self.leader_epoch_cache.truncate_from_end(end)
+        self.log_start_offset = min(self.log_start_offset, end)
+        self.recovery_point = min(self.recovery_point, end)
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int, now_ms: int | None = None) -> None:
+        """Delete every segment and restart empty at `offset` (a follower whose log is entirely
+        behind the leader's start, or diverged below it)."""
+        now = _now_ms() if now_ms is None else now_ms
+        for segment in self._segments:
+            segment.delete()
+        segment = LogSegment.create(self.directory, offset, self.config, now)
+        self._segments = [segment]
+        self._bases = [offset]
+        self.leader_epoch_cache.clear()
+        self.log_start_offset = offset
+        self.recovery_point = offset
+
+    # -------------------------------------------------------------------------- retention
+
+    def maybe_increment_log_start_offset(self, offset: int, high_watermark: int) -> bool:
+        """Raise the log start offset (a follower copying its leader's, or DeleteRecords);
+        never past the high watermark. Segments wholly below it go at the next cleanup."""
+        if offset <= self.log_start_offset:
+            return False
+        if offset > high_watermark:
+            raise OffsetOutOfRangeError(
+                f"{self._name}: cannot move the log start offset to {offset}, "
+                f"above the high watermark {high_watermark}"
+            )
+        self._set_log_start_offset(offset)
+        return True
+
+    def _set_log_start_offset(self, offset: int) -> None:
+        self.log_start_offset = offset
+        self.leader_epoch_cache.truncate_from_start(offset)
+
+    def delete_old_segments(self, now_ms: int, high_watermark: int) -> int:
+        """Apply retention.ms, retention.bytes and the log start offset; return segments deleted.
+
+        A segment is deletable only when all of it is below the high watermark. An active segment
+        that qualifies is first rolled (so the log keeps an empty active segment at its end), as
+        Kafka does; otherwise an idle topic would keep expired data forever.
+        """
+        deleted = 0
+        retention_ms = self.config.retention_ms
+        if retention_ms >= 0:
+            deleted += self._delete_while(
+                lambda segment, _next: now_ms - segment.largest_timestamp > retention_ms,
+                high_watermark,
+                now_ms,
+            )
+        retention_bytes = self.config.retention_bytes
+        if retention_bytes >= 0:
+            excess = [self.size_in_bytes - retention_bytes]
+
+            def over_size(segment: LogSegment, _next: LogSegment | None) -> bool:
+                if excess[0] - segment.size < 0:
+                    return False
+                excess[0] -= segment.size
+                return True
+
+            deleted += self._delete_while(over_size, high_watermark, now_ms)
+        deleted += self._delete_while(
+            lambda _segment, following: (
+                following is not None and following.base_offset <= self.log_start_offset
+            ),
+            high_watermark,
+            now_ms,
+        )
+        return deleted
+
+    def _delete_while(
+        self,
+        predicate: Callable[[LogSegment, LogSegment | None], bool],
+        high_watermark: int,
+        now_ms: int,
+    ) -> int:
+        """Delete segments from the front while `predicate(segment, next segment)` holds."""
+        deletable: list[LogSegment] = []
+        for i, segment in enumerate(self._segments):
+            following = self._segments[i + 1] if i + 1 < len(self._segments) else None
+            upper_bound = following.base_offset if following is not None else self.log_end_offset
+            if following is None and segment.is_empty:
+                break
+            if high_watermark < upper_bound or not predicate(segment, following):
+                break
+            deletable.append(segment)
+        if not deletable:
+            return 0
+        if len(deletable) == len(self._segments):
+            self.roll(now_ms)
+        for segment in deletable:
+            self._segments.remove(segment)
+            self._bases.remove(segment.base_offset)
+            logger.info("%s: retention deletes segment %s", self._name, segment.log_path.name)
+            segment.delete()
+        first_base = self._segments[0].base_offset
+        if first_base > self.log_start_offset:
+            self._set_log_start_offset(first_base)
+        return len(deletable)
+
+    # ------------------------------------------------------------------------- lifecycle
+
+    def flush(self) -> None:
+        """fsync every segment with unflushed data; the recovery point becomes the end."""
+        for segment in self._segments:
+            segment.flush()
+        self.recovery_point = self.log_end_offset
+
+    def close(self, flush: bool = True) -> None:
+        """Flush (unless the log is about to be deleted) and close every segment."""
+        if self._closed:
+            return
+        if flush:
+            self.flush()
+        for segment in self._segments:
+            segment.close(flush=flush)
+        self._closed = True
+
+    @property
+    def _name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    def __repr__(self) -> str:
+        return (
+            f"PartitionLog({self._name}, start={self.log_start_offset}, "
+            f"end={self.log_end_offset}, segments={len(self._segments)})"
+        )

@@ -1,0 +1,302 @@
+"""All partition logs of a broker, across its log dirs, and the per-dir files around them.
+
+At startup each log dir is locked (`.lock`, so two brokers never share a dir), its
+`meta.properties` is checked against the broker id and cluster id (or written), and every
+`<topic>-<partition>` dir is loaded. The `.kafka_cleanshutdown` marker says how: present means
+the previous shutdown flushed everything, so segments are trusted; absent means a crash, so each
+log is recovered from its entry in `recovery-point-offset-checkpoint` (0 when missing). The marker
+is removed once loading is done, so a crash from then on counts as unclean. `shutdown()` flushes
+and closes every log, writes the recovery points and log start offsets, and puts the marker back.
+
+New partitions go to the log dir holding the fewest. Deleting a partition renames its dir to
+`<topic>-<partition>.<uuid>-delete` first, as Kafka does, so a crash half-way through leaves a
+dir that the next startup finishes removing rather than a half-deleted log.
+
+The high watermarks belong to the replica manager; it writes and reads them here
+(`replication-offset-checkpoint`) because the file sits in each log dir.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+
+from epochlog.storage.checkpoint import (
+    MetaProperties,
+    OffsetCheckpointFile,
+    read_meta_properties,
+    write_meta_properties,
+)
+from epochlog.storage.config import LogConfig
+from epochlog.storage.errors import CheckpointFormatError, LogDirError
+from epochlog.storage.files import fsync_dir
+from epochlog.storage.layout import (
+    CLEAN_SHUTDOWN_FILE,
+    DELETE_DIR_SUFFIX,
+    LOCK_FILE,
+    LOG_START_OFFSET_CHECKPOINT,
+    META_PROPERTIES,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    parse_partition_dir_name,
+    partition_dir_name,
+    validate_topic_name,
+)
+from epochlog.storage.log import PartitionLog
+
+logger = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+
+class LogManager:
+    """Loads, creates, deletes and checkpoints the partition logs of one broker."""
+
+    def __init__(
+        self,
+        log_dirs: Sequence[str | Path],
+        default_config: LogConfig | None = None,
+        config_for_topic: Callable[[str], LogConfig] | None = None,
+    ) -> None:
+        if not log_dirs:
+            raise ValueError("log.dirs is empty")
+        self.log_dirs = [Path(d).resolve() for d in log_dirs]
+        self.default_config = default_config or LogConfig()
+        self._config_for_topic = config_for_topic
+        self._logs: dict[TopicPartition, PartitionLog] = {}
+        self._log_dir_of: dict[TopicPartition, Path] = {}
+        self._locks: dict[Path, int] = {}
+        self.had_clean_shutdown: dict[Path, bool] = {}
+
+    # ---------------------------------------------------------------------------- startup
+
+    def startup(
+        self, broker_id: int, cluster_id: str | None = None, now_ms: int | None = None
+    ) -> None:
+        """Lock the dirs, check meta.properties, load every partition log."""
+        now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+        try:
+            for log_dir in self.log_dirs:
+                log_dir.mkdir(parents=True, exist_ok=True)
+                self._lock(log_dir)
+                self._check_meta_properties(log_dir, broker_id, cluster_id)
+            for log_dir in self.log_dirs:
+                self._load_dir(log_dir, now)
+        except BaseException:
+            for log in self._logs.values():
+                log.close(flush=False)
+            self._logs.clear()
+            self._log_dir_of.clear()
+            self._release_locks()
+            raise
+
+    def _lock(self, log_dir: Path) -> None:
+        fd = os.open(log_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise LogDirError(f"log dir {log_dir} is in use by another process") from None
+        self._locks[log_dir] = fd
+
+    def _check_meta_properties(self, log_dir: Path, broker_id: int, cluster_id: str | None) -> None:
+        path = log_dir / META_PROPERTIES
+        meta = read_meta_properties(path)
+        if meta is None:
+            write_meta_properties(path, MetaProperties(broker_id, cluster_id))
+            return
+        if meta.broker_id != broker_id:
+            raise LogDirError(
+                f"{path} belongs to broker.id {meta.broker_id}, this broker is {broker_id}"
+            )
+        if cluster_id is not None and meta.cluster_id not in (None, cluster_id):
+            raise LogDirError(
+                f"{path} belongs to cluster {meta.cluster_id}, this cluster is {cluster_id}"
+            )
+        if cluster_id is not None and meta.cluster_id is None:
+            write_meta_properties(path, MetaProperties(broker_id, cluster_id))
+
+    def _read_offsets(self, path: Path) -> dict[TopicPartition, int]:
+        try:
+            return OffsetCheckpointFile(path).read()
+        except CheckpointFormatError as exc:
+            # Without it every log is recovered from its start: slow, never wrong.
+            logger.warning("%s; ignoring the file", exc)
+            return {}
+
+    def _load_dir(self, log_dir: Path, now_ms: int) -> None:
+        marker = log_dir / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        self.had_clean_shutdown[log_dir] = clean
+        recovery_points = self._read_offsets(log_dir / RECOVERY_POINT_CHECKPOINT)
+        start_offsets = self._read_offsets(log_dir / LOG_START_OFFSET_CHECKPOINT)
+        for entry in sorted(os.scandir(log_dir), key=lambda e: e.name):
+            if not entry.is_dir() or entry.name.startswith("."):
+                continue
+            if entry.name.endswith(DELETE_DIR_SUFFIX):
+                logger.info("finishing the deletion of %s", entry.path)
+                shutil.rmtree(entry.path, ignore_errors=True)
+                continue
+            try:
+                key = parse_partition_dir_name(entry.name)
+            except ValueError:
+                logger.warning("%s is not a partition dir; leaving it alone", entry.path)
+                continue
+            if key in self._logs:
+                raise LogDirError(
+                    f"partition {key[0]}-{key[1]} has dirs in both {self._log_dir_of[key]} "
+                    f"and {log_dir}"
+                )
+            log = PartitionLog.open(
+                Path(entry.path),
+                self._config(key[0]),
+                recovery_point=recovery_points.get(key, 0),
+                log_start_offset=start_offsets.get(key, 0),
+                had_clean_shutdown=clean,
+                now_ms=now_ms,
+            )
+            self._logs[key] = log
+            self._log_dir_of[key] = log_dir
+        if clean:
+            marker.unlink()
+            fsync_dir(log_dir)
+
+    def _config(self, topic: str) -> LogConfig:
+        if self._config_for_topic is not None:
+            return self._config_for_topic(topic)
+        return self.default_config
+
+    # ------------------------------------------------------------------------------- logs
+
+    def get_log(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._logs.get((topic, partition))
+
+    def all_logs(self) -> dict[TopicPartition, PartitionLog]:
+        return dict(self._logs)
+
+    def get_or_create_log(
+        self,
+        topic: str,
+        partition: int,
+        topic_id: uuid.UUID | None = None,
+        config: LogConfig | None = None,
+    ) -> PartitionLog:
+        """The partition's log, created empty in the least-loaded log dir if it has none.
+        A topic id different from the one recorded raises InconsistentTopicIdError."""
+        key = (topic, partition)
+        log = self._logs.get(key)
+        if log is not None:
+            if topic_id is not None:
+                log.assign_topic_id(topic_id)
+            if config is not None:
+                log.config = config
+            return log
+        validate_topic_name(topic)
+        if partition < 0:
+            raise ValueError(f"partition {partition} of {topic} is negative")
+        log_dir = min(
+            self.log_dirs,
+            key=lambda d: sum(1 for owner in self._log_dir_of.values() if owner == d),
+        )
+        directory = log_dir / partition_dir_name(topic, partition)
+        log = PartitionLog.open(
+            directory,
+            config or self._config(topic),
+            had_clean_shutdown=True,
+            topic_id=topic_id,
+        )
+        fsync_dir(log_dir)
+        self._logs[key] = log
+        self._log_dir_of[key] = log_dir
+        return log
+
+    def delete_log(self, topic: str, partition: int) -> bool:
+        """Remove a partition's log and dir; False if there was none."""
+        key = (topic, partition)
+        log = self._logs.pop(key, None)
+        if log is None:
+            return False
+        log_dir = self._log_dir_of.pop(key)
+        log.close(flush=False)
+        doomed = log_dir / f"{log.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+        os.rename(log.directory, doomed)
+        fsync_dir(log_dir)
+        shutil.rmtree(doomed, ignore_errors=True)
+        return True
+
+    def cleanup_logs(self, now_ms: int, high_watermarks: Mapping[TopicPartition, int]) -> int:
+        """Retention for every log whose high watermark is known; segments deleted."""
+        deleted = 0
+        for key, log in self._logs.items():
+            high_watermark = high_watermarks.get(key)
+            if high_watermark is not None:
+                deleted += log.delete_old_segments(now_ms, high_watermark)
+        return deleted
+
+    def flush_all(self) -> None:
+        for log in self._logs.values():
+            log.flush()
+
+    # ------------------------------------------------------------------------ checkpoints
+
+    def _per_dir(self, logs: Iterable[TopicPartition]) -> dict[Path, list[TopicPartition]]:
+        result: dict[Path, list[TopicPartition]] = {d: [] for d in self.log_dirs}
+        for key in logs:
+            result[self._log_dir_of[key]].append(key)
+        return result
+
+    def checkpoint_recovery_points(self) -> None:
+        for log_dir, keys in self._per_dir(self._logs).items():
+            OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).write(
+                {key: self._logs[key].recovery_point for key in keys}
+            )
+
+    def checkpoint_log_start_offsets(self) -> None:
+        for log_dir, keys in self._per_dir(self._logs).items():
+            OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).write(
+                {key: self._logs[key].log_start_offset for key in keys}
+            )
+
+    def write_high_watermarks(self, high_watermarks: Mapping[TopicPartition, int]) -> None:
+        """replication-offset-checkpoint of every dir, for the partitions it holds."""
+        known = [key for key in high_watermarks if key in self._log_dir_of]
+        for log_dir, keys in self._per_dir(known).items():
+            OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).write(
+                {key: high_watermarks[key] for key in keys}
+            )
+
+    def read_high_watermarks(self) -> dict[TopicPartition, int]:
+        result: dict[TopicPartition, int] = {}
+        for log_dir in self.log_dirs:
+            result.update(self._read_offsets(log_dir / REPLICATION_OFFSET_CHECKPOINT))
+        return result
+
+    # --------------------------------------------------------------------------- shutdown
+
+    def shutdown(self) -> None:
+        """Flush and close every log, checkpoint, and mark each dir cleanly shut down."""
+        if not self._locks:
+            return  # never started, or already shut down: the checkpoints on disk stand
+        for log in self._logs.values():
+            log.close()
+        self.checkpoint_recovery_points()
+        self.checkpoint_log_start_offsets()
+        for log_dir in self.log_dirs:
+            marker = log_dir / CLEAN_SHUTDOWN_FILE
+            with open(marker, "wb") as out:
+                os.fsync(out.fileno())
+            fsync_dir(log_dir)
+        self._logs.clear()
+        self._log_dir_of.clear()
+        self._release_locks()
+
+    def _release_locks(self) -> None:
+        for fd in self._locks.values():
+            os.close(fd)
+        self._locks.clear()
