@@ -1,0 +1,5 @@
+import sys
+
+from epochlog.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,286 @@
+"""Broker configuration: `server.properties` with Kafka's key names, types and defaults.
+
+`BrokerConfig.from_properties` reads Java-properties text; `BrokerConfig.from_dict` takes a dict of
+the same keys. Every key is declared once in `DEFINITIONS` with its type and default. An unknown
+key or a malformed value is an error that names the key, so a typo never silently falls back to a
+default. Keys of Kafka's stock server.properties that have no meaning here (thread counts, socket
+buffers, group and transaction topics) are accepted and ignored, so an operator's file works.
+Keys under `epochlog.test.` switch mechanisms off for the scenario tests that show the damage
+each seed prevents; they are for tests only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+
+class ConfigError(ValueError):
+    """A configuration key that is unknown, missing or malformed; the message names it."""
+
+
+@dataclass(frozen=True)
+class Definition:
+    type: str  # int | long | bool | string | list | double | password
+    default: Any
+    doc: str = ""
+    validator: Callable[[Any], str | None] | None = None
+
+
+def _at_least(low: int) -> Callable[[Any], str | None]:
+    return lambda v: None if v >= low else f"must be at least {low}"
+
+
+def _one_of(*choices: str) -> Callable[[Any], str | None]:
+    return lambda v: None if v in choices else f"must be one of {', '.join(choices)}"
+
+
+_NO_DEFAULT = object()
+
+DEFINITIONS: dict[str, Definition] = {
+    "broker.id": Definition("int", _NO_DEFAULT, "this broker's id", _at_least(0)),
+    "listeners": Definition("list", ["PLAINTEXT://127.0.0.1:9092"], "where to listen"),
+    "advertised.listeners": Definition("list", None, "what to tell clients (default listeners)"),
+    "log.dirs": Definition("list", None, "log directories (default log.dir)"),
+    "log.dir": Definition("string", "/tmp/kafka-logs"),
+    "zookeeper.connect": Definition("string", _NO_DEFAULT, "host:port[,host:port][/chroot]"),
+    "zookeeper.session.timeout.ms": Definition("int", 18000, "", _at_least(1)),
+    "zookeeper.connection.timeout.ms": Definition("int", None),
+    "num.partitions": Definition("int", 1, "partitions of auto-created topics", _at_least(1)),
+    "default.replication.factor": Definition("int", 1, "", _at_least(1)),
+    "min.insync.replicas": Definition("int", 1, "", _at_least(1)),
+    "replica.lag.time.max.ms": Definition("long", 30000, "", _at_least(1)),
+    "replica.fetch.wait.max.ms": Definition("int", 500, "", _at_least(0)),
+    "replica.fetch.min.bytes": Definition("int", 1, "", _at_least(1)),
+    "replica.fetch.max.bytes": Definition("int", 1048576, "", _at_least(0)),
+    "replica.fetch.response.max.bytes": Definition("int", 10485760, "", _at_least(0)),
+    "replica.fetch.backoff.ms": Definition("int", 1000, "", _at_least(0)),
+    "replica.high.watermark.checkpoint.interval.ms": Definition("long", 5000, "", _at_least(1)),
+    "unclean.leader.election.enable": Definition("bool", False),
+    "auto.create.topics.enable": Definition("bool", True),
+    "auto.leader.rebalance.enable": Definition("bool", True),
+    "leader.imbalance.check.interval.seconds": Definition("long", 300, "", _at_least(1)),
+    "leader.imbalance.per.broker.percentage": Definition("int", 10, "", _at_least(0)),
+    "controlled.shutdown.enable": Definition("bool", True),
+    "controlled.shutdown.max.retries": Definition("int", 3, "", _at_least(0)),
+    "controlled.shutdown.retry.backoff.ms": Definition("long", 5000, "", _at_least(0)),
+    "delete.topic.enable": Definition("bool", True),
+    "broker.rack": Definition("string", None),
+    "log.segment.bytes": Definition("int", 1073741824, "", _at_least(14)),
+    "log.roll.ms": Definition("long", None),
+    "log.roll.hours": Definition("int", 168, "", _at_least(1)),
+    "log.retention.ms": Definition("long", None),
+    "log.retention.minutes": Definition("int", None),
+    "log.retention.hours": Definition("int", 168),
+    "log.retention.bytes": Definition("long", -1),
+    "log.retention.check.interval.ms": Definition("long", 300000, "", _at_least(1)),
+    "log.index.interval.bytes": Definition("int", 4096, "", _at_least(0)),
+    "log.index.size.max.bytes": Definition("int", 10485760, "", _at_least(4)),
+    "log.flush.interval.messages": Definition("long", INT64_MAX, "", _at_least(1)),
+    "log.flush.interval.ms": Definition("long", None),
+    "log.message.timestamp.type": Definition(
+        "string", "CreateTime", "", _one_of("CreateTime", "LogAppendTime")
+    ),
+    "socket.request.max.bytes": Definition("int", 104857600, "", _at_least(1)),
+    "message.max.bytes": Definition("int", 1048588, "", _at_least(0)),
+    "compression.type": Definition(
+        "string",
+        "producer",
+        "",
+        _one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
+    ),
+    "producer.id.expiration.ms": Definition("int", 86400000, "", _at_least(1)),
+    "request.timeout.ms": Definition("int", 30000, "controller-to-broker requests", _at_least(0)),
+    # epochlog's own
+    "epochlog.cluster.dir": Definition("string", None, "local-cluster directory (pid files)"),
+}
+
+# Keys of Kafka's stock server.properties with no effect here: accepted so existing files work.
+ACCEPTED_WITHOUT_EFFECT = frozenset(
+    {
+        "num.network.threads",
+        "num.io.threads",
+        "socket.send.buffer.bytes",
+        "socket.receive.buffer.bytes",
+        "num.recovery.threads.per.data.dir",
+        "num.replica.fetchers",
+        "offsets.topic.replication.factor",
+        "transaction.state.log.replication.factor",
+        "transaction.state.log.min.isr",
+        "group.initial.rebalance.delay.ms",
+        "listener.security.protocol.map",
+        "inter.broker.listener.name",
+        "security.inter.broker.protocol",
+        "inter.broker.protocol.version",
+        "log.cleaner.enable",
+        "log.cleanup.policy",
+        "zookeeper.connection.timeout.ms",
+        "broker.id.generation.enable",
+    }
+)
+
+# Mechanism switches for the seed scenario tests (all default on). Tests only.
+TEST_SWITCHES: dict[str, Definition] = {
+    "epochlog.test.kip380.enabled": Definition("bool", True, "broker epoch fencing"),
+    "epochlog.test.kip903.enabled": Definition("bool", True, "fetch epochs for ISR expansion"),
+    "epochlog.test.hw.checkpoint.guard.enabled": Definition(
+        "bool", True, "no HW checkpoint before the first LeaderAndIsr (KAFKA-7235)"
+    ),
+}
+
+_PROPERTY_LINE = re.compile(r"^\s*([^=:\s]+)\s*[=:]\s*(.*?)\s*$")
+
+
+def _convert(key: str, definition: Definition, raw: Any) -> Any:
+    if raw is None:
+        return None
+    kind = definition.type
+    try:
+        if kind in ("int", "long"):
+            value = raw if isinstance(raw, int) and not isinstance(raw, bool) else int(str(raw))
+            limit = INT32_MAX if kind == "int" else INT64_MAX
+            if not -limit - 1 <= value <= limit:
+                raise ValueError(f"out of range for {kind}")
+        elif kind == "double":
+            value = float(raw)
+        elif kind == "bool":
+            if isinstance(raw, bool):
+                value = raw
+            elif str(raw).strip().lower() in ("true", "false"):
+                value = str(raw).strip().lower() == "true"
+            else:
+                raise ValueError("expected true or false")
+        elif kind == "list":
+            if isinstance(raw, list | tuple):
+                value = [str(x).strip() for x in raw]
+            else:
+                value = [part.strip() for part in str(raw).split(",") if part.strip()]
+        else:
+            value = str(raw)
+    except ValueError as exc:
+        raise ConfigError(f"config {key}={raw!r} is malformed: {exc}") from None
+    if definition.validator is not None:
+        problem = definition.validator(value)
+        if problem:
+            raise ConfigError(f"config {key}={raw!r} is invalid: {problem}")
+    return value
+
+
+def parse_properties(text: str, source: str = "server.properties") -> dict[str, str]:
+    """Java-properties lines (`key=value`, `key: value`, `#`/`!` comments) into a dict."""
+    values: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped or stripped[0] in "#!":
+            continue
+        match = _PROPERTY_LINE.match(line)
+        if match is None:
+            raise ConfigError(f"{source}:{number}: cannot parse {line.strip()!r} as key=value")
+        values[match.group(1)] = match.group(2)
+    return values
+
+
+class BrokerConfig:
+    """Validated broker settings; read with `config["log.segment.bytes"]` or the properties."""
+
+    def __init__(self, values: Mapping[str, Any]) -> None:
+        self._values: dict[str, Any] = {}
+        for key, raw in values.items():
+            definition = DEFINITIONS.get(key) or TEST_SWITCHES.get(key)
+            if definition is None:
+                if key in ACCEPTED_WITHOUT_EFFECT:
+                    continue
+                raise ConfigError(f"unknown broker config key {key!r}")
+            self._values[key] = _convert(key, definition, raw)
+        for key, definition in {**DEFINITIONS, **TEST_SWITCHES}.items():
+            if key not in self._values:
+                if definition.default is _NO_DEFAULT:
+                    raise ConfigError(f"broker config {key!r} is required")
+                self._values[key] = definition.default
+
+    @classmethod
+    def from_properties(cls, path: str | Path) -> BrokerConfig:
+        path = Path(path)
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+        try:
+            return cls(parse_properties(text, str(path)))
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> BrokerConfig:
+        return cls(values)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self._values)
+
+    # Derived settings, resolved the way Kafka resolves them.
+
+    @property
+    def broker_id(self) -> int:
+        return self._values["broker.id"]
+
+    @property
+    def log_dirs(self) -> list[str]:
+        return self._values["log.dirs"] or [self._values["log.dir"]]
+
+    @property
+    def listeners(self) -> list[Endpoint]:
+        return [Endpoint.parse(value, "listeners") for value in self._values["listeners"]]
+
+    @property
+    def advertised_listeners(self) -> list[Endpoint]:
+        values = self._values["advertised.listeners"]
+        if not values:
+            return self.listeners
+        return [Endpoint.parse(value, "advertised.listeners") for value in values]
+
+    @property
+    def retention_ms(self) -> int:
+        if self._values["log.retention.ms"] is not None:
+            return self._values["log.retention.ms"]
+        if self._values["log.retention.minutes"] is not None:
+            return self._values["log.retention.minutes"] * 60_000
+        return self._values["log.retention.hours"] * 3_600_000
+
+    @property
+    def roll_ms(self) -> int:
+        if self._values["log.roll.ms"] is not None:
+            return self._values["log.roll.ms"]
+        return self._values["log.roll.hours"] * 3_600_000
+
+    def enabled(self, switch: str) -> bool:
+        """A mechanism switch (`epochlog.test.*`); on unless a test turned it off."""
+        return bool(self._values[switch])
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    listener: str
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, text: str, key: str) -> Endpoint:
+        match = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)://\[?([^\]]*?)\]?:(\d+)", text.strip())
+        if match is None:
+            raise ConfigError(f"config {key}: {text!r} is not LISTENER://host:port")
+        port = int(match.group(3))
+        if not 0 <= port <= 65535:
+            raise ConfigError(f"config {key}: port {port} in {text!r} is out of range")
+        return cls(match.group(1).upper(), match.group(2), port)
+
+    def __str__(self) -> str:
+        return f"{self.listener}://{self.host}:{self.port}"
