@@ -1,0 +1,74 @@
+"""server.properties: Kafka's names and defaults; unknown or malformed keys are named errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from epochlog.broker.config import BrokerConfig, ConfigError, Endpoint, parse_properties
+
+BASE = {"broker.id": "1", "zookeeper.connect": "127.0.0.1:2181"}
+
+
+def test_defaults_are_kafkas() -> None:
+    config = BrokerConfig.from_dict(BASE)
+    assert config["min.insync.replicas"] == 1
+    assert config["replica.lag.time.max.ms"] == 30000
+    assert config["unclean.leader.election.enable"] is False
+    assert config["controlled.shutdown.max.retries"] == 3
+    assert config.retention_ms == 168 * 3_600_000
+    assert config.log_dirs == ["/tmp/kafka-logs"]
+
+
+def test_properties_file_is_parsed(tmp_path) -> None:
+    path = tmp_path / "server.properties"
+    path.write_text(
+        "# a comment\n"
+        "broker.id=3\n"
+        "zookeeper.connect = 127.0.0.1:2181\n"
+        "listeners=PLAINTEXT://127.0.0.1:9093\n"
+        "log.dirs=/data/a,/data/b\n"
+        "log.retention.minutes: 5\n"
+        "num.network.threads=3\n"  # Kafka's stock key: accepted, no effect
+    )
+    config = BrokerConfig.from_properties(path)
+    assert config.broker_id == 3
+    assert config.listeners == [Endpoint("PLAINTEXT", "127.0.0.1", 9093)]
+    assert config.advertised_listeners == config.listeners
+    assert config.log_dirs == ["/data/a", "/data/b"]
+    assert config.retention_ms == 300_000
+
+
+def test_unknown_key_is_named() -> None:
+    with pytest.raises(ConfigError, match="'log.retention.hourz'"):
+        BrokerConfig.from_dict({**BASE, "log.retention.hourz": "1"})
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("broker.id", "one"),
+        ("min.insync.replicas", "0"),
+        ("unclean.leader.election.enable", "yes"),
+        ("log.message.timestamp.type", "WallClock"),
+        ("num.partitions", str(2**40)),
+    ],
+)
+def test_malformed_values_are_named(key: str, value: str) -> None:
+    with pytest.raises(ConfigError, match=key):
+        BrokerConfig.from_dict({**BASE, key: value})
+
+
+def test_missing_required_key_is_named() -> None:
+    with pytest.raises(ConfigError, match="zookeeper.connect"):
+        BrokerConfig.from_dict({"broker.id": "1"})
+
+
+def test_bad_listener_is_named() -> None:
+    config = BrokerConfig.from_dict({**BASE, "listeners": "127.0.0.1:9092"})
+    with pytest.raises(ConfigError, match="listeners"):
+        _ = config.listeners
+
+
+def test_unparseable_line_names_file_and_line() -> None:
+    with pytest.raises(ConfigError, match="server.properties:2"):
+        parse_properties("broker.id=1\nthis line has no separator\n")
