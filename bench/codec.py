@@ -339,7 +339,7 @@ def main() -> None:
         {
             "offset": i,
             "timestamp": 1_700_000_000_000 + i,
-            "key": "key-%d" % (i % 10),
+            "key": f"key-{i % 10}",
             "value": "epochlog " * 11,
         }
         for i in range(100)

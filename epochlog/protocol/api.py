@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from epochlog.protocol import messages as m
-from epochlog.protocol.codec import Message, decode_from, encode_into
+from epochlog.protocol.codec import Message, SegmentedBuffer, decode_from, encode_into
 from epochlog.protocol.errors import DecodeError, UnsupportedVersionError
 from epochlog.protocol.headers import RequestHeader, ResponseHeader
 
@@ -180,6 +180,22 @@ def encode_response(api_key: int, version: int, correlation_id: int, body: Messa
     encode_into(body, version, out)
     _SIZE.pack_into(out, 0, len(out) - 4)
     return bytes(out)
+
+
+def encode_response_segments(
+    api_key: int, version: int, correlation_id: int, body: Message
+) -> SegmentedBuffer:
+    """A response frame whose records may be file slices (a Fetch response served with sendfile):
+    the bytes, with `slices` marking where each slice's bytes go. The size prefix counts them."""
+    out = SegmentedBuffer(b"\x00\x00\x00\x00")
+    encode_into(
+        ResponseHeader(correlation_id=correlation_id),
+        response_header_version(api_key, version),
+        out,
+    )
+    encode_into(body, version, out)
+    _SIZE.pack_into(out, 0, out.total_size - 4)
+    return out
 
 
 def decode_response(

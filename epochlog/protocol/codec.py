@@ -189,6 +189,34 @@ _RUNTIME: dict[str, Any] = {
 }
 
 
+class SegmentedBuffer(bytearray):
+    """An encoding with holes: `slices` lists (position, file slice) pairs whose bytes belong at
+    that position. A server writes the bytes between them and sends the slices with sendfile, so
+    fetched log data never passes through Python."""
+
+    def __init__(self, initial: bytes = b"") -> None:
+        super().__init__(initial)
+        self.slices: list[tuple[int, Any]] = []
+
+    @property
+    def total_size(self) -> int:
+        return len(self) + sum(len(s) for _, s in self.slices)
+
+
+def _append_records(out: bytearray, value: Any) -> None:
+    """Records that are not `bytes`: copied in, or left as a hole in a SegmentedBuffer."""
+    if isinstance(value, bytearray | memoryview):
+        out += value
+    elif isinstance(out, SegmentedBuffer):
+        if len(value):
+            out.slices.append((len(out), value))
+    else:
+        out += value.read_bytes()
+
+
+_RUNTIME["_records"] = _append_records
+
+
 class _Compiled:
     __slots__ = ("encode", "decode", "trace")
 
@@ -361,7 +389,11 @@ class _Gen:
         if t == "string":
             out.append(f"{ind}_v = _v.encode()")
         self.encode_length(out, ind, "len(_v)", compact, wide, dst)
-        out.append(f"{ind}{dst} += _v")
+        if t == "records":  # may be a file slice that a server sends with sendfile
+            out.append(f"{ind}if _v.__class__ is bytes: {dst} += _v")
+            out.append(f"{ind}else: _records({dst}, _v)")
+        else:
+            out.append(f"{ind}{dst} += _v")
 
     def encode_tagged(self, out: list[str], fields: tuple[Field, ...], path: str) -> None:
         tagged = self.tagged(fields)

@@ -14,19 +14,34 @@ REQUEST = message(
     fields=[
         F("BrokerId", "int32", "0+"),
         F("BrokerEpoch", "int64", "0+", default=-1),
-        F("Topics", "[]TopicData", "0+", [
-            F("TopicId", "uuid", "2+", ignorable=True),
-            F("Partitions", "[]PartitionData", "0+", [
-                F("PartitionIndex", "int32", "0+"),
-                F("LeaderEpoch", "int32", "0+"),
-                F("NewIsrWithEpochs", "[]BrokerState", "3+", [
-                    F("BrokerId", "int32", "3+"),
-                    F("BrokerEpoch", "int64", "3+", default=-1),
-                ]),
-                F("LeaderRecoveryState", "int8", "1+", default=0),
-                F("PartitionEpoch", "int32", "0+"),
-            ]),
-        ]),
+        F(
+            "Topics",
+            "[]TopicData",
+            "0+",
+            [
+                F("TopicId", "uuid", "2+", ignorable=True),
+                F(
+                    "Partitions",
+                    "[]PartitionData",
+                    "0+",
+                    [
+                        F("PartitionIndex", "int32", "0+"),
+                        F("LeaderEpoch", "int32", "0+"),
+                        F(
+                            "NewIsrWithEpochs",
+                            "[]BrokerState",
+                            "3+",
+                            [
+                                F("BrokerId", "int32", "3+"),
+                                F("BrokerEpoch", "int64", "3+", default=-1),
+                            ],
+                        ),
+                        F("LeaderRecoveryState", "int8", "1+", default=0),
+                        F("PartitionEpoch", "int32", "0+"),
+                    ],
+                ),
+            ],
+        ),
     ],
 )
 
@@ -38,17 +53,27 @@ RESPONSE = message(
     fields=[
         F("ThrottleTimeMs", "int32", "0+"),
         F("ErrorCode", "int16", "0+"),
-        F("Topics", "[]TopicData", "0+", [
-            F("TopicId", "uuid", "2+", ignorable=True),
-            F("Partitions", "[]PartitionData", "0+", [
-                F("PartitionIndex", "int32", "0+"),
-                F("ErrorCode", "int16", "0+"),
-                F("LeaderId", "int32", "0+"),
-                F("LeaderEpoch", "int32", "0+"),
-                F("Isr", "[]int32", "0+"),
-                F("LeaderRecoveryState", "int8", "1+", default=0, ignorable=True),
-                F("PartitionEpoch", "int32", "0+"),
-            ]),
-        ]),
+        F(
+            "Topics",
+            "[]TopicData",
+            "0+",
+            [
+                F("TopicId", "uuid", "2+", ignorable=True),
+                F(
+                    "Partitions",
+                    "[]PartitionData",
+                    "0+",
+                    [
+                        F("PartitionIndex", "int32", "0+"),
+                        F("ErrorCode", "int16", "0+"),
+                        F("LeaderId", "int32", "0+"),
+                        F("LeaderEpoch", "int32", "0+"),
+                        F("Isr", "[]int32", "0+"),
+                        F("LeaderRecoveryState", "int8", "1+", default=0, ignorable=True),
+                        F("PartitionEpoch", "int32", "0+"),
+                    ],
+                ),
+            ],
+        ),
     ],
 )

@@ -23,9 +23,14 @@ RESPONSE = message(
     flexible="3+",
     fields=[
         F("ErrorCode", "int16", "0+"),
-        F("RemainingPartitions", "[]RemainingPartition", "0+", [
-            F("TopicName", "string", "0+"),
-            F("PartitionIndex", "int32", "0+"),
-        ]),
+        F(
+            "RemainingPartitions",
+            "[]RemainingPartition",
+            "0+",
+            [
+                F("TopicName", "string", "0+"),
+                F("PartitionIndex", "int32", "0+"),
+            ],
+        ),
     ],
 )

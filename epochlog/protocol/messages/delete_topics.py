@@ -11,10 +11,15 @@ REQUEST = message(
     valid="0-6",
     flexible="4+",
     fields=[
-        F("Topics", "[]DeleteTopicState", "6+", [
-            F("Name", "string", "6+", nullable="6+", default=None),
-            F("TopicId", "uuid", "6+"),
-        ]),
+        F(
+            "Topics",
+            "[]DeleteTopicState",
+            "6+",
+            [
+                F("Name", "string", "6+", nullable="6+", default=None),
+                F("TopicId", "uuid", "6+"),
+            ],
+        ),
         F("TopicNames", "[]string", "0-5", ignorable=True),
         F("TimeoutMs", "int32", "0+"),
     ],
@@ -27,11 +32,16 @@ RESPONSE = message(
     flexible="4+",
     fields=[
         F("ThrottleTimeMs", "int32", "1+", ignorable=True),
-        F("Responses", "[]DeletableTopicResult", "0+", [
-            F("Name", "string", "0+", nullable="6+"),
-            F("TopicId", "uuid", "6+", ignorable=True),
-            F("ErrorCode", "int16", "0+"),
-            F("ErrorMessage", "string", "5+", nullable="5+", default=None, ignorable=True),
-        ]),
+        F(
+            "Responses",
+            "[]DeletableTopicResult",
+            "0+",
+            [
+                F("Name", "string", "0+", nullable="6+"),
+                F("TopicId", "uuid", "6+", ignorable=True),
+                F("ErrorCode", "int16", "0+"),
+                F("ErrorMessage", "string", "5+", nullable="5+", default=None, ignorable=True),
+            ],
+        ),
     ],
 )

@@ -28,12 +28,17 @@ RESPONSE = message(
         F("EndpointType", "int8", "1+", default=1),
         F("ClusterId", "string", "0+"),
         F("ControllerId", "int32", "0+", default=-1),
-        F("Brokers", "[]DescribeClusterBroker", "0+", [
-            F("BrokerId", "int32", "0+"),
-            F("Host", "string", "0+"),
-            F("Port", "int32", "0+"),
-            F("Rack", "string", "0+", nullable="0+", default=None),
-        ]),
+        F(
+            "Brokers",
+            "[]DescribeClusterBroker",
+            "0+",
+            [
+                F("BrokerId", "int32", "0+"),
+                F("Host", "string", "0+"),
+                F("Port", "int32", "0+"),
+                F("Rack", "string", "0+", nullable="0+", default=None),
+            ],
+        ),
         F("ClusterAuthorizedOperations", "int32", "0+", default=-2147483648),
     ],
 )

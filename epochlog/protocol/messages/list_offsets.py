@@ -13,14 +13,24 @@ REQUEST = message(
     fields=[
         F("ReplicaId", "int32", "0+"),
         F("IsolationLevel", "int8", "2+"),
-        F("Topics", "[]ListOffsetsTopic", "0+", [
-            F("Name", "string", "0+"),
-            F("Partitions", "[]ListOffsetsPartition", "0+", [
-                F("PartitionIndex", "int32", "0+"),
-                F("CurrentLeaderEpoch", "int32", "4+", default=-1, ignorable=True),
-                F("Timestamp", "int64", "0+"),
-            ]),
-        ]),
+        F(
+            "Topics",
+            "[]ListOffsetsTopic",
+            "0+",
+            [
+                F("Name", "string", "0+"),
+                F(
+                    "Partitions",
+                    "[]ListOffsetsPartition",
+                    "0+",
+                    [
+                        F("PartitionIndex", "int32", "0+"),
+                        F("CurrentLeaderEpoch", "int32", "4+", default=-1, ignorable=True),
+                        F("Timestamp", "int64", "0+"),
+                    ],
+                ),
+            ],
+        ),
     ],
 )
 
@@ -31,15 +41,25 @@ RESPONSE = message(
     flexible="6+",
     fields=[
         F("ThrottleTimeMs", "int32", "2+", ignorable=True),
-        F("Topics", "[]ListOffsetsTopicResponse", "0+", [
-            F("Name", "string", "0+"),
-            F("Partitions", "[]ListOffsetsPartitionResponse", "0+", [
-                F("PartitionIndex", "int32", "0+"),
-                F("ErrorCode", "int16", "0+"),
-                F("Timestamp", "int64", "1+", default=-1),
-                F("Offset", "int64", "1+", default=-1),
-                F("LeaderEpoch", "int32", "4+", default=-1),
-            ]),
-        ]),
+        F(
+            "Topics",
+            "[]ListOffsetsTopicResponse",
+            "0+",
+            [
+                F("Name", "string", "0+"),
+                F(
+                    "Partitions",
+                    "[]ListOffsetsPartitionResponse",
+                    "0+",
+                    [
+                        F("PartitionIndex", "int32", "0+"),
+                        F("ErrorCode", "int16", "0+"),
+                        F("Timestamp", "int64", "1+", default=-1),
+                        F("Offset", "int64", "1+", default=-1),
+                        F("LeaderEpoch", "int32", "4+", default=-1),
+                    ],
+                ),
+            ],
+        ),
     ],
 )

@@ -12,14 +12,24 @@ REQUEST = message(
     flexible="4+",
     fields=[
         F("ReplicaId", "int32", "3+", default=-2, ignorable=True),
-        F("Topics", "[]OffsetForLeaderTopic", "0+", [
-            F("Topic", "string", "0+"),
-            F("Partitions", "[]OffsetForLeaderPartition", "0+", [
-                F("Partition", "int32", "0+"),
-                F("CurrentLeaderEpoch", "int32", "2+", default=-1, ignorable=True),
-                F("LeaderEpoch", "int32", "0+"),
-            ]),
-        ]),
+        F(
+            "Topics",
+            "[]OffsetForLeaderTopic",
+            "0+",
+            [
+                F("Topic", "string", "0+"),
+                F(
+                    "Partitions",
+                    "[]OffsetForLeaderPartition",
+                    "0+",
+                    [
+                        F("Partition", "int32", "0+"),
+                        F("CurrentLeaderEpoch", "int32", "2+", default=-1, ignorable=True),
+                        F("LeaderEpoch", "int32", "0+"),
+                    ],
+                ),
+            ],
+        ),
     ],
 )
 
@@ -30,14 +40,24 @@ RESPONSE = message(
     flexible="4+",
     fields=[
         F("ThrottleTimeMs", "int32", "2+", ignorable=True),
-        F("Topics", "[]OffsetForLeaderTopicResult", "0+", [
-            F("Topic", "string", "0+"),
-            F("Partitions", "[]EpochEndOffset", "0+", [
-                F("ErrorCode", "int16", "0+"),
-                F("Partition", "int32", "0+"),
-                F("LeaderEpoch", "int32", "1+", default=-1, ignorable=True),
-                F("EndOffset", "int64", "0+", default=-1),
-            ]),
-        ]),
+        F(
+            "Topics",
+            "[]OffsetForLeaderTopicResult",
+            "0+",
+            [
+                F("Topic", "string", "0+"),
+                F(
+                    "Partitions",
+                    "[]EpochEndOffset",
+                    "0+",
+                    [
+                        F("ErrorCode", "int16", "0+"),
+                        F("Partition", "int32", "0+"),
+                        F("LeaderEpoch", "int32", "1+", default=-1, ignorable=True),
+                        F("EndOffset", "int64", "0+", default=-1),
+                    ],
+                ),
+            ],
+        ),
     ],
 )
