@@ -1,0 +1,123 @@
+"""Everything the controller knows, in one place (Kafka's ControllerContext).
+
+The context is plain data: the controller epoch, live brokers with their broker epochs (KIP-380),
+the brokers in controlled shutdown, every topic's id and replica assignment, and every
+partition's leader-and-ISR with its partition epoch (the znode version of its state in
+ZooKeeper). Decisions read it; only the controller's event loop changes it, after ZooKeeper has
+accepted the matching write, so the context never runs ahead of ZooKeeper.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
+
+TopicPartition = tuple[str, int]
+
+NO_LEADER = -1
+LEADER_DURING_DELETE = -2  # Kafka's marker in UpdateMetadata for partitions being deleted
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    """A registered broker as the controller sees it: where it listens and its generation."""
+
+    id: int
+    host: str
+    port: int
+    epoch: int  # the czxid of /brokers/ids/<id> (KIP-380)
+    rack: str | None = None
+    listener: str = "PLAINTEXT"
+
+
+@dataclass(frozen=True)
+class LeaderIsr:
+    """A partition's state znode, with its znode version as the partition epoch."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+    partition_epoch: int = 0  # znode version; -1 before the znode exists
+
+    def with_leader(self, leader: int, isr: Iterable[int], controller_epoch: int) -> LeaderIsr:
+        """A new leadership: every change of leader or ISR by the controller bumps the epoch."""
+        return replace(
+            self,
+            leader=leader,
+            leader_epoch=self.leader_epoch + 1,
+            isr=tuple(isr),
+            controller_epoch=controller_epoch,
+        )
+
+
+@dataclass
+class ControllerContext:
+    controller_id: int
+    epoch: int = 0  # the controller epoch
+    live_brokers: dict[int, BrokerInfo] = field(default_factory=dict)
+    shutting_down: set[int] = field(default_factory=set)
+    topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
+    assignments: dict[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
+    states: dict[TopicPartition, LeaderIsr] = field(default_factory=dict)
+    topics_being_deleted: set[str] = field(default_factory=set)
+
+    # -- brokers
+
+    def broker_epochs(self) -> dict[int, int]:
+        """Epochs of every broker the controller treats as registered (live or shutting down)."""
+        return {b.id: b.epoch for b in self.live_brokers.values()}
+
+    def is_live(self, broker_id: int) -> bool:
+        return broker_id in self.live_brokers
+
+    def is_eligible(self, broker_id: int) -> bool:
+        """Live and not shutting down: may lead, may join an ISR."""
+        return broker_id in self.live_brokers and broker_id not in self.shutting_down
+
+    def eligible_brokers(self) -> set[int]:
+        return {b for b in self.live_brokers if b not in self.shutting_down}
+
+    # -- topics and partitions
+
+    def topics(self) -> list[str]:
+        return sorted(self.topic_ids)
+
+    def partitions_of(self, topic: str) -> list[TopicPartition]:
+        return sorted(tp for tp in self.assignments if tp[0] == topic)
+
+    def all_partitions(self) -> list[TopicPartition]:
+        return sorted(self.assignments)
+
+    def partitions_on(self, broker_id: int) -> list[TopicPartition]:
+        """Partitions with a replica on the broker (Kafka's partitionsOnBroker)."""
+        return sorted(tp for tp, replicas in self.assignments.items() if broker_id in replicas)
+
+    def partitions_led_by(self, broker_id: int) -> list[TopicPartition]:
+        return sorted(tp for tp, s in self.states.items() if s.leader == broker_id)
+
+    def replicas(self, tp: TopicPartition) -> tuple[int, ...]:
+        return self.assignments[tp]
+
+    def offline_partitions(self) -> Iterator[TopicPartition]:
+        """Partitions without a live leader, not being deleted."""
+        for tp, state in sorted(self.states.items()):
+            if tp[0] in self.topics_being_deleted:
+                continue
+            if state.leader == NO_LEADER or not self.is_live(state.leader):
+                yield tp
+
+    def add_topic(
+        self, topic: str, topic_id: uuid.UUID, assignment: dict[int, tuple[int, ...]]
+    ) -> None:
+        self.topic_ids[topic] = topic_id
+        for partition, replicas in assignment.items():
+            self.assignments[(topic, partition)] = tuple(replicas)
+
+    def remove_topic(self, topic: str) -> None:
+        self.topic_ids.pop(topic, None)
+        for tp in self.partitions_of(topic):
+            self.assignments.pop(tp, None)
+            self.states.pop(tp, None)
+        self.topics_being_deleted.discard(topic)

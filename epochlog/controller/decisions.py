@@ -1,0 +1,225 @@
+"""What the controller does for each event, decided without I/O (the etcd-raft style).
+
+Each function reads the context and returns a `Plan`: the partition-state znodes to create or
+to update (conditionally, at the partition epoch the context holds) and the control requests to
+send once ZooKeeper has accepted the writes. The controller's shell performs the writes, commits
+the new states (with their new znode versions) to the context, and only then builds and sends the
+requests, so brokers never hear of a state ZooKeeper does not hold.
+
+The rules are Kafka's ZooKeeper controller's (KafkaController, PartitionStateMachine,
+ReplicaStateMachine), with KIP-380's bounce handling done by the caller as failure + startup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass, field
+
+from epochlog.controller.context import (
+    NO_LEADER,
+    ControllerContext,
+    LeaderIsr,
+    TopicPartition,
+)
+from epochlog.controller.election import (
+    controlled_shutdown_leader,
+    initial_leader,
+    isr_without,
+    offline_leader,
+    preferred_leader,
+)
+from epochlog.controller.request_batch import RequestBatch
+
+UncleanPolicy = Callable[[str], bool]  # topic -> unclean.leader.election.enable
+
+
+def never_unclean(_topic: str) -> bool:
+    return False
+
+
+@dataclass
+class Plan:
+    creates: dict[TopicPartition, LeaderIsr] = field(default_factory=dict)
+    updates: dict[TopicPartition, LeaderIsr] = field(default_factory=dict)
+    batch: RequestBatch = field(default_factory=RequestBatch)
+
+    def new_state(self, ctx: ControllerContext, tp: TopicPartition) -> LeaderIsr | None:
+        """The partition's state once this plan is applied."""
+        return self.updates.get(tp) or self.creates.get(tp) or ctx.states.get(tp)
+
+
+def _live_replicas(ctx: ControllerContext, tp: TopicPartition) -> list[int]:
+    return [r for r in ctx.replicas(tp) if ctx.is_live(r)]
+
+
+def on_new_partitions(ctx: ControllerContext, partitions: Iterable[TopicPartition]) -> Plan:
+    """New partitions: the first live replica leads, every live replica is in the ISR.
+
+    A partition with no live replica gets no state yet; the next broker startup elects it.
+    """
+    plan = Plan()
+    eligible = ctx.eligible_brokers()
+    for tp in sorted(partitions):
+        election = initial_leader(ctx.replicas(tp), eligible)
+        if election is None:
+            continue
+        leader, isr = election
+        plan.creates[tp] = LeaderIsr(leader, 0, isr, ctx.epoch, partition_epoch=-1)
+        plan.batch.add_leader_and_isr(_live_replicas(ctx, tp), tp, is_new=True)
+    return plan
+
+
+def on_broker_startup(
+    ctx: ControllerContext, new_brokers: Collection[int], unclean: UncleanPolicy = never_unclean
+) -> Plan:
+    """Brokers that (re)joined; they are already in `ctx.live_brokers` with their new epochs.
+
+    Existing brokers learn the new broker list; each new broker gets full metadata and one
+    LeaderAndIsr holding every partition it hosts (KIP-380: the first of its generation).
+    Partitions that were offline, or never got a state, are elected now.
+    """
+    plan = Plan()
+    new = set(new_brokers)
+    plan.batch.add_update_metadata(set(ctx.live_brokers) - new)
+    plan.batch.add_update_metadata(new, ctx.all_partitions())
+    for broker in sorted(new):
+        plan.batch.mark_full(broker)
+        for tp in ctx.partitions_on(broker):
+            if tp[0] not in ctx.topics_being_deleted and tp in ctx.states:
+                plan.batch.add_leader_and_isr([broker], tp)
+    _elect_offline(ctx, plan, unclean)
+    return plan
+
+
+def _elect_offline(ctx: ControllerContext, plan: Plan, unclean: UncleanPolicy) -> None:
+    eligible = ctx.eligible_brokers()
+    unborn = [
+        tp
+        for tp in ctx.all_partitions()
+        if tp not in ctx.states and tp[0] not in ctx.topics_being_deleted
+    ]
+    created = on_new_partitions(ctx, unborn)
+    plan.creates.update(created.creates)
+    for broker, partitions in created.batch.leader_and_isr.items():
+        for tp, is_new in partitions.items():
+            plan.batch.add_leader_and_isr([broker], tp, is_new)
+    for tp in list(ctx.offline_partitions()):
+        state = plan.new_state(ctx, tp)
+        assert state is not None
+        election = offline_leader(ctx.replicas(tp), state.isr, eligible, unclean(tp[0]))
+        if election is None:
+            continue
+        leader, isr = election
+        plan.updates[tp] = state.with_leader(leader, isr, ctx.epoch)
+        plan.batch.add_leader_and_isr(_live_replicas(ctx, tp), tp)
+
+
+def on_broker_failure(
+    ctx: ControllerContext, dead_brokers: Collection[int], unclean: UncleanPolicy = never_unclean
+) -> Plan:
+    """Brokers that died; they are already gone from `ctx.live_brokers`.
+
+    Partitions they led elect a new leader from the live ISR (or go leaderless); they leave
+    every ISR, except that the last member of an ISR stays (it holds the data).
+    """
+    plan = Plan()
+    dead = set(dead_brokers)
+    eligible = ctx.eligible_brokers()
+    for tp in ctx.all_partitions():
+        if tp[0] in ctx.topics_being_deleted or tp not in ctx.states:
+            continue
+        replicas = ctx.replicas(tp)
+        if not dead & set(replicas):
+            continue
+        state = ctx.states[tp]
+        if state.leader in dead or (state.leader != NO_LEADER and not ctx.is_live(state.leader)):
+            election = offline_leader(replicas, state.isr, eligible, unclean(tp[0]))
+            if election is not None:
+                leader, isr = election
+                new = state.with_leader(leader, isr, ctx.epoch)
+            else:
+                new = state.with_leader(NO_LEADER, isr_without(state.isr, dead), ctx.epoch)
+        elif dead & set(state.isr):
+            new = state.with_leader(state.leader, isr_without(state.isr, dead), ctx.epoch)
+        else:
+            plan.batch.add_changed_partitions([tp])  # offline replicas changed
+            continue
+        plan.updates[tp] = new
+        plan.batch.add_leader_and_isr(_live_replicas(ctx, tp), tp)
+    plan.batch.add_update_metadata(ctx.live_brokers)
+    return plan
+
+
+def on_controlled_shutdown(ctx: ControllerContext, broker: int) -> Plan:
+    """Move leadership off a broker that asked to shut down (it is in `ctx.shutting_down`).
+
+    Partitions it leads (with other replicas) elect a leader among the remaining ISR; partitions
+    it follows drop it from the ISR, and it stops those replicas (without deleting them).
+    """
+    plan = Plan()
+    live = ctx.eligible_brokers()
+    for tp in ctx.partitions_on(broker):
+        replicas = ctx.replicas(tp)
+        state = ctx.states.get(tp)
+        if state is None or len(replicas) <= 1 or tp[0] in ctx.topics_being_deleted:
+            continue
+        if state.leader == broker:
+            election = controlled_shutdown_leader(replicas, state.isr, live, ctx.shutting_down)
+            if election is None:
+                continue
+            leader, isr = election
+            plan.updates[tp] = state.with_leader(leader, isr, ctx.epoch)
+            plan.batch.add_leader_and_isr(_live_replicas(ctx, tp), tp)
+        else:
+            if broker in state.isr and len(state.isr) > 1:
+                plan.updates[tp] = state.with_leader(
+                    state.leader, isr_without(state.isr, {broker}), ctx.epoch
+                )
+                others = [r for r in _live_replicas(ctx, tp) if r != broker]
+                plan.batch.add_leader_and_isr(others, tp)
+            plan.batch.add_stop_replica(broker, tp, delete=False)
+    return plan
+
+
+def remaining_leaderships(ctx: ControllerContext, broker: int) -> list[TopicPartition]:
+    """Partitions the broker still leads (the ControlledShutdown answer)."""
+    return ctx.partitions_led_by(broker)
+
+
+def on_topic_deletion(ctx: ControllerContext, topics: Collection[str]) -> Plan:
+    """Stop and delete every replica of the topics; brokers drop them from their metadata.
+
+    The caller marks the topics in `ctx.topics_being_deleted` first, so UpdateMetadata carries
+    Kafka's leader -2 for them, and removes the znodes and the context entries afterwards.
+    """
+    plan = Plan()
+    for topic in sorted(topics):
+        partitions = ctx.partitions_of(topic)
+        for tp in partitions:
+            for replica in _live_replicas(ctx, tp):
+                plan.batch.add_stop_replica(replica, tp, delete=True)
+        plan.batch.add_changed_partitions(partitions)
+    return plan
+
+
+def on_preferred_election(
+    ctx: ControllerContext, partitions: Iterable[TopicPartition] | None = None
+) -> Plan:
+    """Move leadership back to each partition's preferred (first assigned) replica."""
+    plan = Plan()
+    eligible = ctx.eligible_brokers()
+    targets = ctx.all_partitions() if partitions is None else sorted(partitions)
+    for tp in targets:
+        state = ctx.states.get(tp)
+        if state is None or tp[0] in ctx.topics_being_deleted:
+            continue
+        replicas = ctx.replicas(tp)
+        if state.leader == replicas[0]:
+            continue
+        election = preferred_leader(replicas, state.isr, eligible)
+        if election is None:
+            continue
+        leader, isr = election
+        plan.updates[tp] = state.with_leader(leader, isr, ctx.epoch)
+        plan.batch.add_leader_and_isr(_live_replicas(ctx, tp), tp)
+    return plan

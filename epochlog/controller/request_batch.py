@@ -1,0 +1,246 @@
+"""Control requests collected per event and built once per broker (ControllerBrokerRequestBatch).
+
+While the controller handles one event it notes which brokers must hear about which partitions
+(LeaderAndIsr), which brokers need fresh metadata (UpdateMetadata) and which replicas must stop
+(StopReplica). `build` then turns the notes into at most one request of each kind per broker,
+from the context as it stands after the event's ZooKeeper writes, each carrying the destination
+broker's epoch as the controller knows it (KIP-380), so a broker can tell a request meant for
+an earlier generation of itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from epochlog.controller.context import (
+    LEADER_DURING_DELETE,
+    ControllerContext,
+    TopicPartition,
+)
+from epochlog.protocol import messages as m
+from epochlog.protocol.api import ApiKey
+from epochlog.protocol.schema import ZERO_UUID
+
+LEADER_AND_ISR_FULL = 2  # LeaderAndIsr v5+ Type: a full list of the broker's partitions
+
+
+@dataclass(frozen=True)
+class ControlRequest:
+    broker_id: int
+    api_key: ApiKey
+    body: object
+    broker_epoch: int  # the destination's epoch the request was built for
+
+
+@dataclass
+class RequestBatch:
+    leader_and_isr: dict[int, dict[TopicPartition, bool]] = field(default_factory=dict)
+    full_leader_and_isr: set[int] = field(default_factory=set)
+    update_metadata: dict[int, set[TopicPartition]] = field(default_factory=dict)
+    # partitions whose state changed: every live broker hears about them (as Kafka does)
+    changed_partitions: set[TopicPartition] = field(default_factory=set)
+    stop_replica: dict[int, dict[TopicPartition, bool]] = field(default_factory=dict)
+
+    def add_leader_and_isr(
+        self, brokers: Iterable[int], tp: TopicPartition, is_new: bool = False
+    ) -> None:
+        for broker in brokers:
+            self.leader_and_isr.setdefault(broker, {})[tp] = is_new
+        self.changed_partitions.add(tp)
+
+    def mark_full(self, broker: int) -> None:
+        """The broker's LeaderAndIsr lists every partition it hosts (first of a generation)."""
+        self.full_leader_and_isr.add(broker)
+
+    def add_update_metadata(
+        self, brokers: Iterable[int], partitions: Iterable[TopicPartition] = ()
+    ) -> None:
+        """UpdateMetadata to `brokers` with `partitions` (none: just the live broker list)."""
+        partitions = set(partitions)
+        for broker in brokers:
+            self.update_metadata.setdefault(broker, set()).update(partitions)
+
+    def add_changed_partitions(self, partitions: Iterable[TopicPartition]) -> None:
+        """Partitions every live broker must hear about (deletions, ISR changes)."""
+        self.changed_partitions.update(partitions)
+
+    def add_stop_replica(self, broker: int, tp: TopicPartition, delete: bool) -> None:
+        self.stop_replica.setdefault(broker, {})[tp] = delete
+
+    def build(self, ctx: ControllerContext) -> list[ControlRequest]:
+        requests: list[ControlRequest] = []
+        for broker, partitions in sorted(self.leader_and_isr.items()):
+            info = ctx.live_brokers.get(broker)
+            if info is None:
+                continue
+            requests.append(
+                ControlRequest(
+                    broker,
+                    ApiKey.LEADER_AND_ISR,
+                    self._leader_and_isr(ctx, broker, partitions, info.epoch),
+                    info.epoch,
+                )
+            )
+        targets = set(self.update_metadata)
+        if self.changed_partitions:
+            targets |= set(ctx.live_brokers)
+        for broker in sorted(targets):
+            info = ctx.live_brokers.get(broker)
+            if info is None:
+                continue
+            partitions = self.update_metadata.get(broker, set()) | self.changed_partitions
+            requests.append(
+                ControlRequest(
+                    broker,
+                    ApiKey.UPDATE_METADATA,
+                    update_metadata(ctx, partitions, info.epoch),
+                    info.epoch,
+                )
+            )
+        for broker, partitions in sorted(self.stop_replica.items()):
+            info = ctx.live_brokers.get(broker)
+            if info is None:
+                continue
+            requests.append(
+                ControlRequest(
+                    broker,
+                    ApiKey.STOP_REPLICA,
+                    self._stop_replica(ctx, partitions, info.epoch),
+                    info.epoch,
+                )
+            )
+        return requests
+
+    def _leader_and_isr(
+        self,
+        ctx: ControllerContext,
+        broker: int,
+        partitions: dict[TopicPartition, bool],
+        broker_epoch: int,
+    ) -> m.LeaderAndIsrRequest:
+        by_topic: dict[str, list[m.LeaderAndIsrRequest.LeaderAndIsrPartitionState]] = {}
+        leaders: set[int] = set()
+        for (topic, partition), is_new in sorted(partitions.items()):
+            state = ctx.states.get((topic, partition))
+            if state is None:
+                continue
+            by_topic.setdefault(topic, []).append(
+                m.LeaderAndIsrRequest.LeaderAndIsrPartitionState(
+                    partition_index=partition,
+                    controller_epoch=state.controller_epoch,
+                    leader=state.leader,
+                    leader_epoch=state.leader_epoch,
+                    isr=list(state.isr),
+                    partition_epoch=state.partition_epoch,
+                    replicas=list(ctx.replicas((topic, partition))),
+                    is_new=is_new,
+                )
+            )
+            if state.leader >= 0:
+                leaders.add(state.leader)
+        return m.LeaderAndIsrRequest(
+            controller_id=ctx.controller_id,
+            controller_epoch=ctx.epoch,
+            broker_epoch=broker_epoch,
+            type=LEADER_AND_ISR_FULL if broker in self.full_leader_and_isr else 0,
+            topic_states=[
+                m.LeaderAndIsrRequest.LeaderAndIsrTopicState(
+                    topic_name=topic, topic_id=ctx.topic_ids[topic], partition_states=states
+                )
+                for topic, states in sorted(by_topic.items())
+                if topic in ctx.topic_ids
+            ],
+            live_leaders=[
+                m.LeaderAndIsrRequest.LeaderAndIsrLiveLeader(
+                    broker_id=b, host_name=ctx.live_brokers[b].host, port=ctx.live_brokers[b].port
+                )
+                for b in sorted(leaders)
+                if b in ctx.live_brokers
+            ],
+        )
+
+    def _stop_replica(
+        self, ctx: ControllerContext, partitions: dict[TopicPartition, bool], broker_epoch: int
+    ) -> m.StopReplicaRequest:
+        by_topic: dict[str, list[m.StopReplicaRequest.StopReplicaPartitionState]] = {}
+        for (topic, partition), delete in sorted(partitions.items()):
+            state = ctx.states.get((topic, partition))
+            by_topic.setdefault(topic, []).append(
+                m.StopReplicaRequest.StopReplicaPartitionState(
+                    partition_index=partition,
+                    # -2 overrides any epoch check when deleting (Kafka's EpochDuringDelete)
+                    leader_epoch=-2 if delete else (state.leader_epoch if state else -1),
+                    delete_partition=delete,
+                )
+            )
+        delete_all = all(partitions.values())
+        return m.StopReplicaRequest(
+            controller_id=ctx.controller_id,
+            controller_epoch=ctx.epoch,
+            broker_epoch=broker_epoch,
+            delete_partitions=delete_all,
+            topics=[
+                m.StopReplicaRequest.StopReplicaTopicV1(
+                    name=topic, partition_indexes=[p.partition_index for p in states]
+                )
+                for topic, states in sorted(by_topic.items())
+            ],
+            topic_states=[
+                m.StopReplicaRequest.StopReplicaTopicState(
+                    topic_name=topic, partition_states=states
+                )
+                for topic, states in sorted(by_topic.items())
+            ],
+        )
+
+
+def update_metadata(
+    ctx: ControllerContext, partitions: Iterable[TopicPartition], broker_epoch: int
+) -> m.UpdateMetadataRequest:
+    """UpdateMetadata with the named partitions' states and every live broker (with its epoch)."""
+    by_topic: dict[str, list[m.UpdateMetadataRequest.UpdateMetadataPartitionState]] = {}
+    for topic, partition in sorted(partitions):
+        state = ctx.states.get((topic, partition))
+        replicas = ctx.assignments.get((topic, partition), ())
+        if state is None:
+            continue
+        deleting = topic in ctx.topics_being_deleted
+        by_topic.setdefault(topic, []).append(
+            m.UpdateMetadataRequest.UpdateMetadataPartitionState(
+                partition_index=partition,
+                controller_epoch=state.controller_epoch,
+                leader=LEADER_DURING_DELETE if deleting else state.leader,
+                leader_epoch=state.leader_epoch,
+                isr=list(state.isr),
+                zk_version=state.partition_epoch,
+                replicas=list(replicas),
+                offline_replicas=[r for r in replicas if not ctx.is_live(r)],
+            )
+        )
+    return m.UpdateMetadataRequest(
+        controller_id=ctx.controller_id,
+        controller_epoch=ctx.epoch,
+        broker_epoch=broker_epoch,
+        topic_states=[
+            m.UpdateMetadataRequest.UpdateMetadataTopicState(
+                topic_name=topic,
+                topic_id=ctx.topic_ids.get(topic, ZERO_UUID),
+                partition_states=states,
+            )
+            for topic, states in sorted(by_topic.items())
+        ],
+        live_brokers=[
+            m.UpdateMetadataRequest.UpdateMetadataBroker(
+                id=b.id,
+                endpoints=[
+                    m.UpdateMetadataRequest.UpdateMetadataEndpoint(
+                        port=b.port, host=b.host, listener=b.listener, security_protocol=0
+                    )
+                ],
+                rack=b.rack,
+                broker_epoch=b.epoch,
+            )
+            for b in sorted(ctx.live_brokers.values(), key=lambda b: b.id)
+        ],
+    )
