@@ -91,6 +91,18 @@ def on_broker_startup(
     return plan
 
 
+def on_controller_failover(ctx: ControllerContext, unclean: UncleanPolicy = never_unclean) -> Plan:
+    """A new controller has loaded the context from ZooKeeper: it tells every live broker the
+    full metadata and every live replica its partition's state, then elects what is offline."""
+    plan = Plan()
+    plan.batch.add_update_metadata(ctx.live_brokers, ctx.all_partitions())
+    for tp in ctx.all_partitions():
+        if tp in ctx.states and tp[0] not in ctx.topics_being_deleted:
+            plan.batch.add_leader_and_isr(_live_replicas(ctx, tp), tp)
+    _elect_offline(ctx, plan, unclean)
+    return plan
+
+
 def _elect_offline(ctx: ControllerContext, plan: Plan, unclean: UncleanPolicy) -> None:
     eligible = ctx.eligible_brokers()
     unborn = [

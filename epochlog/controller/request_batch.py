@@ -10,7 +10,7 @@ an earlier generation of itself.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from epochlog.controller.context import (
@@ -19,7 +19,8 @@ from epochlog.controller.context import (
     TopicPartition,
 )
 from epochlog.protocol import messages as m
-from epochlog.protocol.api import ApiKey
+from epochlog.protocol.api import APIS, ApiKey
+from epochlog.protocol.codec import Message
 from epochlog.protocol.schema import ZERO_UUID
 
 LEADER_AND_ISR_FULL = 2  # LeaderAndIsr v5+ Type: a full list of the broker's partitions
@@ -27,10 +28,18 @@ LEADER_AND_ISR_FULL = 2  # LeaderAndIsr v5+ Type: a full list of the broker's pa
 
 @dataclass(frozen=True)
 class ControlRequest:
+    """A request for one broker. `build(version)` gives the body at the version the connection
+    negotiated (fields of other versions left at their defaults)."""
+
     broker_id: int
     api_key: ApiKey
-    body: object
+    build: Callable[[int], Message]
     broker_epoch: int  # the destination's epoch the request was built for
+
+    @property
+    def body(self) -> Message:
+        """The body at the newest version we speak."""
+        return self.build(APIS[self.api_key].max_version)
 
 
 @dataclass
@@ -78,7 +87,7 @@ class RequestBatch:
                 ControlRequest(
                     broker,
                     ApiKey.LEADER_AND_ISR,
-                    self._leader_and_isr(ctx, broker, partitions, info.epoch),
+                    _versioned(self._leader_and_isr(ctx, broker, partitions, info.epoch)),
                     info.epoch,
                 )
             )
@@ -94,7 +103,7 @@ class RequestBatch:
                 ControlRequest(
                     broker,
                     ApiKey.UPDATE_METADATA,
-                    update_metadata(ctx, partitions, info.epoch),
+                    _versioned(update_metadata(ctx, partitions, info.epoch)),
                     info.epoch,
                 )
             )
@@ -106,7 +115,7 @@ class RequestBatch:
                 ControlRequest(
                     broker,
                     ApiKey.STOP_REPLICA,
-                    self._stop_replica(ctx, partitions, info.epoch),
+                    _versioned(self._stop_replica(ctx, partitions, info.epoch)),
                     info.epoch,
                 )
             )
@@ -193,6 +202,32 @@ class RequestBatch:
                 for topic, states in sorted(by_topic.items())
             ],
         )
+
+
+def _versioned(body: Message) -> Callable[[int], Message]:
+    """A builder that clears the fields `version` lacks (the newest layout is built first)."""
+
+    def build(version: int) -> Message:
+        if isinstance(body, m.StopReplicaRequest):
+            if version >= 3:
+                return m.StopReplicaRequest(
+                    controller_id=body.controller_id,
+                    controller_epoch=body.controller_epoch,
+                    broker_epoch=body.broker_epoch,
+                    topic_states=body.topic_states,
+                )
+            return m.StopReplicaRequest(
+                controller_id=body.controller_id,
+                controller_epoch=body.controller_epoch,
+                broker_epoch=body.broker_epoch,
+                delete_partitions=body.delete_partitions,
+                topics=body.topics,
+            )
+        if isinstance(body, m.LeaderAndIsrRequest) and version < 5:
+            body.type = 0
+        return body
+
+    return build
 
 
 def update_metadata(

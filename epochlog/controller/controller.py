@@ -1,0 +1,517 @@
+"""The active controller: one event queue, ZooKeeper writes, control requests.
+
+How it works. A broker that wins the election builds a `Controller`. `start()` loads the whole
+context from ZooKeeper, installs the watches, and runs the failover plan (every live broker gets
+full metadata and its partitions' states; offline partitions are elected). From then on every
+input — a watch firing, a CreateTopics/DeleteTopics/ControlledShutdown request, a timer — is an
+event: a coroutine put on one queue and run to completion before the next, so the context has a
+single mutator and no locks (Kafka's ControllerEventManager).
+
+Each event asks a function of `decisions` for a Plan, writes the plan's partition states with
+the `FencedWriter` (each multi checks the `/controller_epoch` version, so a deposed controller
+changes nothing and learns it is deposed from the failed check), commits the new states to the
+context, and sends the plan's requests, built per broker with each destination's broker epoch.
+ZooKeeper calls are blocking (kazoo) and run in a worker thread; the event loop keeps serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import replace
+from typing import Any
+
+from kazoo.client import KazooClient
+
+from epochlog.broker.config import BrokerConfig
+from epochlog.controller.assignment import AssignmentError, assign_replicas
+from epochlog.controller.broker_change import classify_brokers
+from epochlog.controller.channel import ControllerChannel
+from epochlog.controller.context import BrokerInfo, ControllerContext, LeaderIsr, TopicPartition
+from epochlog.controller.decisions import (
+    Plan,
+    on_broker_failure,
+    on_broker_startup,
+    on_controlled_shutdown,
+    on_controller_failover,
+    on_new_partitions,
+    on_preferred_election,
+    on_topic_deletion,
+)
+from epochlog.protocol import messages as m
+from epochlog.protocol.errors import ErrorCode
+from epochlog.storage.layout import validate_topic_name
+from epochlog.zk import controller_zk as zkc
+from epochlog.zk.session import WatchHandle
+from epochlog.zk.watches import watch_broker_ids, watch_topic_deletions, watch_topics
+from epochlog.zk.znodes import PartitionState, RegisteredBroker, TopicAssignment
+
+log = logging.getLogger(__name__)
+
+Event = Callable[[], Awaitable[None]]
+REQUEST_WAIT_S = 10.0  # how long an admin request waits for brokers to apply a change
+
+
+class ControllerMovedError(Exception):
+    """This broker is no longer the controller (its fenced write failed)."""
+
+
+def _broker_info(registered: RegisteredBroker) -> BrokerInfo:
+    registration = registered.registration
+    endpoint = registration.endpoints[0]
+    return BrokerInfo(
+        id=registration.broker_id,
+        host=endpoint.host,
+        port=endpoint.port,
+        epoch=registered.epoch,
+        rack=registration.rack,
+        listener=endpoint.listener,
+    )
+
+
+class Controller:
+    def __init__(
+        self,
+        broker_id: int,
+        zk: KazooClient,
+        election: zkc.ElectionResult,
+        config: BrokerConfig,
+        on_resign: Callable[[], None] | None = None,
+    ) -> None:
+        self.broker_id = broker_id
+        self.zk = zk
+        self.election = election
+        self.config = config
+        self.on_resign = on_resign
+        self.ctx = ControllerContext(controller_id=broker_id, epoch=election.controller_epoch)
+        self.topic_configs: dict[str, dict[str, str]] = {}
+        self.writer = zkc.FencedWriter.for_election(zk, election)
+        self.channel = ControllerChannel(broker_id, config["request.timeout.ms"])
+        self._events: asyncio.Queue[Event] = asyncio.Queue()
+        self._watches: list[WatchHandle] = []
+        self._task: asyncio.Task[None] | None = None
+        self._active = False
+
+    @property
+    def is_active(self) -> bool:
+        return self._active
+
+    @property
+    def epoch(self) -> int:
+        return self.ctx.epoch
+
+    # ------------------------------------------------------------------------- lifecycle
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._active = True
+        await self._load()
+        self._task = loop.create_task(self._run(), name=f"controller {self.broker_id}")
+        await self._enqueue_and_wait(self._failover)
+        self._watches = [
+            watch_broker_ids(self.zk, loop, lambda _ids: self._enqueue(self._broker_change)),
+            watch_topics(self.zk, loop, lambda _topics: self._enqueue(self._topic_change)),
+            watch_topic_deletions(
+                self.zk, loop, lambda _topics: self._enqueue(self._topic_deletion)
+            ),
+        ]
+        log.info("broker %d is the controller with epoch %d", self.broker_id, self.ctx.epoch)
+
+    async def stop(self) -> None:
+        self._active = False
+        for handle in self._watches:
+            handle.cancel()
+        self._watches = []
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        await self.channel.close()
+
+    def _enqueue(self, event: Event) -> None:
+        if self._active:
+            self._events.put_nowait(event)
+
+    async def _enqueue_and_wait(self, event: Callable[[], Awaitable[Any]]) -> Any:
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+        async def run() -> None:
+            try:
+                future.set_result(await event())
+            except BaseException as exc:
+                if not future.done():
+                    future.set_exception(exc)
+                raise
+
+        if not self._active:
+            raise ControllerMovedError(f"broker {self.broker_id} is not the controller")
+        self._events.put_nowait(run)
+        return await future
+
+    async def _run(self) -> None:
+        while True:
+            event = await self._events.get()
+            try:
+                await event()
+            except (zkc.ControllerMovedError, ControllerMovedError):
+                log.warning("controller %d was deposed (epoch fence); resigning", self.broker_id)
+                self._active = False
+                if self.on_resign is not None:
+                    self.on_resign()
+                return
+            except Exception:
+                log.exception("controller event failed")
+
+    # ------------------------------------------------------------------------- loading
+
+    async def _load(self) -> None:
+        def load() -> tuple[
+            dict[int, RegisteredBroker],
+            dict[str, TopicAssignment],
+            dict[TopicPartition, Any],
+            list[str],
+            dict[str, dict[str, str]],
+        ]:
+            brokers = zkc.read_brokers(self.zk)
+            topics = zkc.read_topics(self.zk)
+            states = zkc.read_all_partition_states(self.zk, topics)
+            deletions = zkc.read_topic_deletions(self.zk)
+            configs = {t: zkc.read_topic_config(self.zk, t) for t in topics}
+            return brokers, topics, states, deletions, configs
+
+        brokers, topics, states, deletions, configs = await asyncio.to_thread(load)
+        for registered in brokers.values():
+            info = _broker_info(registered)
+            self.ctx.live_brokers[info.id] = info
+            self.channel.add_broker(info)
+        for topic, assignment in topics.items():
+            await self._add_topic(topic, assignment)
+        for tp, versioned in states.items():
+            self.ctx.states[tp] = self._leader_isr(versioned.state, versioned.version)
+        self.topic_configs = configs
+        self.ctx.topics_being_deleted = {t for t in deletions if t in self.ctx.topic_ids}
+
+    async def _add_topic(self, topic: str, assignment: TopicAssignment) -> None:
+        topic_id = assignment.topic_id
+        if topic_id is None:  # a topic written by a tool that knows no topic ids
+            topic_id = uuid.uuid4()
+            await asyncio.to_thread(
+                self.writer.set_topic_assignment, topic, replace(assignment, topic_id=topic_id)
+            )
+        self.ctx.add_topic(topic, topic_id, dict(assignment.partitions))
+
+    @staticmethod
+    def _leader_isr(state: PartitionState, version: int) -> LeaderIsr:
+        return LeaderIsr(
+            state.leader, state.leader_epoch, tuple(state.isr), state.controller_epoch, version
+        )
+
+    def _unclean(self, topic: str) -> bool:
+        value = self.topic_configs.get(topic, {}).get("unclean.leader.election.enable")
+        if value is None:
+            return bool(self.config["unclean.leader.election.enable"])
+        return value.strip().lower() == "true"
+
+    # ------------------------------------------------------------------------- plans
+
+    async def _execute(self, plan: Plan) -> list[asyncio.Future[Any]]:
+        """Write the plan's states (fenced), commit them to the context, send its requests."""
+
+        def write() -> tuple[dict[TopicPartition, int], dict[TopicPartition, Exception]]:
+            versions: dict[TopicPartition, int] = {}
+            failed: dict[TopicPartition, Exception] = {}
+            by_topic: dict[str, dict[int, PartitionState]] = {}
+            for (topic, partition), state in plan.creates.items():
+                by_topic.setdefault(topic, {})[partition] = _zk_state(state)
+            for topic, states in by_topic.items():
+                created, errors = self.writer.create_partition_states(topic, states)
+                versions.update({(topic, p): v for p, v in created.items()})
+                failed.update({(topic, p): e for p, e in errors.items()})
+            if plan.updates:
+                result = self.writer.update_partition_states(
+                    {
+                        tp: (_zk_state(state), self.ctx.states[tp].partition_epoch)
+                        for tp, state in plan.updates.items()
+                    }
+                )
+                versions.update(result.updated)
+                failed.update(result.failed)
+            return versions, failed
+
+        versions, failed = await asyncio.to_thread(write)
+        for tp, version in versions.items():
+            state = plan.updates.get(tp) or plan.creates[tp]
+            self.ctx.states[tp] = replace(state, partition_epoch=version)
+        if failed:
+            log.warning("partition state writes refused, reloading: %s", sorted(failed))
+            reloaded = await asyncio.to_thread(zkc.read_partition_states, self.zk, list(failed))
+            for tp, versioned in reloaded.items():
+                self.ctx.states[tp] = self._leader_isr(versioned.state, versioned.version)
+        return [self.channel.send(request) for request in plan.batch.build(self.ctx)]
+
+    @staticmethod
+    async def _wait(
+        futures: Iterable[asyncio.Future[Any]], timeout_s: float = REQUEST_WAIT_S
+    ) -> None:
+        pending = list(futures)
+        if pending:
+            await asyncio.wait(pending, timeout=timeout_s)
+
+    # ------------------------------------------------------------------------- events
+
+    async def _failover(self) -> None:
+        await self._execute(on_controller_failover(self.ctx, self._unclean))
+        if self.ctx.topics_being_deleted:
+            await self._delete_topics(sorted(self.ctx.topics_being_deleted))
+
+    async def _broker_change(self) -> None:
+        registered = await asyncio.to_thread(zkc.read_brokers, self.zk)
+        change = classify_brokers(
+            self.ctx.broker_epochs(),
+            {b: r.epoch for b, r in registered.items()},
+            detect_bounces=self.config.enabled("epochlog.test.kip380.enabled"),
+        )
+        if change.empty:
+            return
+        log.info(
+            "broker change: new %s, dead %s, bounced %s", change.new, change.dead, change.bounced
+        )
+        for broker_id in change.dead:
+            self.ctx.live_brokers.pop(broker_id, None)
+            self.ctx.shutting_down.discard(broker_id)
+            await self.channel.remove_broker(broker_id)
+        for broker_id in change.new:
+            info = _broker_info(registered[broker_id])
+            self.ctx.live_brokers[broker_id] = info
+            self.channel.add_broker(info)
+        if change.new:
+            await self._execute(on_broker_startup(self.ctx, change.new, self._unclean))
+        if change.dead:
+            await self._execute(on_broker_failure(self.ctx, change.dead, self._unclean))
+        if change.bounced:
+            for broker_id in change.bounced:
+                self.ctx.live_brokers.pop(broker_id, None)
+                self.ctx.shutting_down.discard(broker_id)
+                await self.channel.remove_broker(broker_id)
+            await self._execute(on_broker_failure(self.ctx, change.bounced, self._unclean))
+            for broker_id in change.bounced:
+                info = _broker_info(registered[broker_id])
+                self.ctx.live_brokers[broker_id] = info
+                self.channel.add_broker(info)
+            await self._execute(on_broker_startup(self.ctx, change.bounced, self._unclean))
+
+    async def _topic_change(self) -> list[asyncio.Future[Any]]:
+        topics = await asyncio.to_thread(zkc.list_topics, self.zk)
+        added = sorted(set(topics) - set(self.ctx.topic_ids))
+        removed = sorted(set(self.ctx.topic_ids) - set(topics))
+        for topic in removed:
+            self.ctx.remove_topic(topic)
+        if not added:
+            return []
+
+        def read() -> tuple[dict[str, TopicAssignment], dict[TopicPartition, Any], dict[str, Any]]:
+            assignments = zkc.read_topics(self.zk, added)
+            states = zkc.read_all_partition_states(self.zk, assignments)
+            configs = {t: zkc.read_topic_config(self.zk, t) for t in assignments}
+            return assignments, states, configs
+
+        assignments, states, configs = await asyncio.to_thread(read)
+        self.topic_configs.update(configs)
+        for topic, assignment in assignments.items():
+            await self._add_topic(topic, assignment)
+        for tp, versioned in states.items():
+            self.ctx.states[tp] = self._leader_isr(versioned.state, versioned.version)
+        new_partitions = [
+            tp for t in assignments for tp in self.ctx.partitions_of(t) if tp not in self.ctx.states
+        ]
+        return await self._execute(on_new_partitions(self.ctx, new_partitions))
+
+    async def _topic_deletion(self) -> None:
+        marked = await asyncio.to_thread(zkc.read_topic_deletions, self.zk)
+        if not marked:
+            return
+        if not self.config["delete.topic.enable"]:
+            await asyncio.to_thread(self.writer.delete_topic_deletion_markers, marked)
+            return
+        unknown = [t for t in marked if t not in self.ctx.topic_ids]
+        if unknown:
+            await asyncio.to_thread(self.writer.delete_topic_deletion_markers, unknown)
+        await self._delete_topics([t for t in marked if t in self.ctx.topic_ids])
+
+    async def _delete_topics(self, topics: list[str]) -> None:
+        if not topics:
+            return
+        self.ctx.topics_being_deleted.update(topics)
+        futures = await self._execute(on_topic_deletion(self.ctx, topics))
+        await self._wait(futures)
+
+        def delete() -> None:
+            for topic in topics:
+                self.writer.delete_topic(topic)
+            self.writer.delete_topic_deletion_markers(topics)
+
+        await asyncio.to_thread(delete)
+        for topic in topics:
+            self.ctx.remove_topic(topic)
+            self.topic_configs.pop(topic, None)
+        log.info("deleted topics %s", topics)
+
+    async def elect_preferred_leaders(
+        self, partitions: Iterable[TopicPartition] | None = None
+    ) -> list[TopicPartition]:
+        async def event() -> list[TopicPartition]:
+            plan = on_preferred_election(self.ctx, partitions)
+            await self._wait(await self._execute(plan))
+            return sorted(plan.updates)
+
+        return await self._enqueue_and_wait(event)
+
+    # ------------------------------------------------------------------------- requests
+
+    async def create_topics(self, request: Any, version: int) -> Any:
+        """CreateTopics, answered once the brokers have the new partitions (or the timeout)."""
+
+        async def event() -> Any:
+            results = []
+            created: list[str] = []
+            for topic in request.topics:
+                result = await self._create_topic(topic, bool(request.validate_only))
+                results.append(result)
+                if result.error_code == ErrorCode.NONE and not request.validate_only:
+                    created.append(topic.name)
+            if created:
+                futures = await self._topic_change()
+                await self._wait(futures, min(REQUEST_WAIT_S, max(request.timeout_ms, 0) / 1000))
+                for result in results:
+                    if result.name in self.ctx.topic_ids:
+                        result.topic_id = self.ctx.topic_ids[result.name]
+            return m.CreateTopicsResponse(topics=results)
+
+        return await self._enqueue_and_wait(event)
+
+    async def _create_topic(self, topic: Any, validate_only: bool) -> Any:
+        result = m.CreateTopicsResponse.CreatableTopicResult(name=topic.name)
+
+        def fail(error: ErrorCode, message: str) -> Any:
+            result.error_code = error
+            result.error_message = message
+            return result
+
+        try:
+            validate_topic_name(topic.name)
+        except ValueError as exc:
+            return fail(ErrorCode.INVALID_TOPIC_EXCEPTION, str(exc))
+        if topic.name in self.ctx.topic_ids:
+            return fail(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {topic.name!r} already exists")
+        configs = {c.name: c.value for c in topic.configs if c.value is not None}
+        if topic.assignments:
+            if topic.num_partitions != -1 or topic.replication_factor != -1:
+                return fail(
+                    ErrorCode.INVALID_REQUEST,
+                    "give either assignments or partitions and replication factor, not both",
+                )
+            assignment = {a.partition_index: tuple(a.broker_ids) for a in topic.assignments}
+            if sorted(assignment) != list(range(len(assignment))):
+                return fail(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "partitions must be 0..n-1")
+            for replicas in assignment.values():
+                if not replicas or len(set(replicas)) != len(replicas):
+                    return fail(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"bad replicas {replicas}")
+                unknown = [b for b in replicas if b not in self.ctx.live_brokers]
+                if unknown:
+                    return fail(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"unknown brokers {unknown}")
+        else:
+            partitions = topic.num_partitions
+            if partitions == -1:
+                partitions = self.config["num.partitions"]
+            factor = topic.replication_factor
+            if factor == -1:
+                factor = self.config["default.replication.factor"]
+            try:
+                assignment = self.assign(partitions, factor)
+            except AssignmentError as exc:
+                return fail(ErrorCode[exc.error], str(exc))
+        result.num_partitions = len(assignment)
+        result.replication_factor = len(next(iter(assignment.values())))
+        if validate_only:
+            return result
+        topic_id = uuid.uuid4()
+        try:
+            await asyncio.to_thread(
+                self.writer.create_topic,
+                topic.name,
+                TopicAssignment(assignment, topic_id),
+                {},
+                configs,
+            )
+        except zkc.TopicAlreadyExistsError:
+            return fail(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {topic.name!r} already exists")
+        result.topic_id = topic_id
+        return result
+
+    def assign(self, partitions: int, replication_factor: int) -> dict[int, tuple[int, ...]]:
+        import random
+
+        brokers = sorted(self.ctx.live_brokers)
+        n = max(len(brokers), 1)
+        return assign_replicas(
+            brokers, partitions, replication_factor, random.randrange(n), random.randrange(n)
+        )
+
+    async def delete_topics(self, names: list[str]) -> dict[str, ErrorCode]:
+        """DeleteTopics: marks, deletes, and answers once the brokers dropped the partitions."""
+
+        async def event() -> dict[str, ErrorCode]:
+            errors: dict[str, ErrorCode] = {}
+            if not self.config["delete.topic.enable"]:
+                return dict.fromkeys(names, ErrorCode.TOPIC_DELETION_DISABLED)
+            existing = []
+            for name in names:
+                if name not in self.ctx.topic_ids:
+                    errors[name] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                else:
+                    errors[name] = ErrorCode.NONE
+                    existing.append(name)
+            for name in existing:
+                await asyncio.to_thread(zkc.mark_topic_for_deletion, self.zk, name)
+            await self._delete_topics([t for t in existing if t in self.ctx.topic_ids])
+            return errors
+
+        return await self._enqueue_and_wait(event)
+
+    async def controlled_shutdown(
+        self, broker_id: int, broker_epoch: int
+    ) -> tuple[ErrorCode, list[TopicPartition]]:
+        """Move leadership off the broker; answer the partitions it still leads."""
+
+        async def event() -> tuple[ErrorCode, list[TopicPartition]]:
+            known = self.ctx.live_brokers.get(broker_id)
+            if (
+                self.config.enabled("epochlog.test.kip380.enabled")
+                and known is not None
+                and broker_epoch != -1
+                and broker_epoch < known.epoch
+            ):
+                return ErrorCode.STALE_BROKER_EPOCH, []
+            if known is None:
+                return ErrorCode.BROKER_NOT_AVAILABLE, []
+            self.ctx.shutting_down.add(broker_id)
+            await self._wait(await self._execute(on_controlled_shutdown(self.ctx, broker_id)))
+            remaining = [
+                tp for tp in self.ctx.partitions_led_by(broker_id) if len(self.ctx.replicas(tp)) > 1
+            ]
+            return ErrorCode.NONE, remaining
+
+        return await self._enqueue_and_wait(event)
+
+
+def _zk_state(state: LeaderIsr) -> PartitionState:
+    return PartitionState(
+        leader=state.leader,
+        leader_epoch=state.leader_epoch,
+        isr=tuple(state.isr),
+        controller_epoch=state.controller_epoch,
+    )
