@@ -111,3 +111,50 @@ def test_decode_errors_name_api_version_and_field() -> None:
     message = str(info.value)
     assert "ProduceRequest v7" in message
     assert "topic_data[].partition_data[].records" in message
+
+
+class FakeSlice:
+    """Stands in for storage's FileSlice: a length and bytes read on demand."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def read_bytes(self) -> bytes:
+        return self.data
+
+
+def test_fetch_response_with_file_slices_leaves_holes_at_the_right_places() -> None:
+    from epochlog.protocol.api import encode_response_segments
+
+    def partition(index: int, records) -> m.FetchResponse.PartitionData:
+        return m.FetchResponse.PartitionData(
+            partition_index=index, high_watermark=10, last_stable_offset=10, records=records
+        )
+
+    slices = [FakeSlice(b"A" * 300), FakeSlice(b"B" * 5)]
+    body = m.FetchResponse(
+        responses=[
+            m.FetchResponse.FetchableTopicResponse(
+                topic="t",
+                partitions=[partition(0, slices[0]), partition(1, slices[1]), partition(2, None)],
+            )
+        ]
+    )
+    for version in (11, 12, 16):
+        segmented = encode_response_segments(ApiKey.FETCH, version, 77, body)
+        # stitch the slices into the holes: it must equal the frame built from plain bytes
+        stitched = bytearray()
+        last = 0
+        for position, piece in segmented.slices:
+            stitched += segmented[last:position] + piece.read_bytes()
+            last = position
+        stitched += segmented[last:]
+        plain_body = m.FetchResponse.decode(
+            m.FetchResponse(responses=body.responses).encode(version), version
+        )
+        assert bytes(stitched) == encode_response(ApiKey.FETCH, version, 77, plain_body)
+        correlation_id, decoded = decode_response(ApiKey.FETCH, version, bytes(stitched[4:]))
+        assert [p.records for p in decoded.responses[0].partitions] == [b"A" * 300, b"B" * 5, None]
