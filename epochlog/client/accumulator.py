@@ -1,0 +1,344 @@
+"""The producer's record accumulator: per-partition batches and when to send them. Sans-I/O.
+
+How it works (Kafka's RecordAccumulator, simplified). `append` adds a record to the last open
+batch of its partition, or closes that batch and opens a new one when the record would take it
+past `batch.size` (a record bigger than `batch.size` gets a batch of its own). Each record carries
+an opaque handle (the producer's future) that the sender completes later.
+
+`ready(now, leader_of)` says which leaders have a partition worth sending: its first batch is
+closed (full, or another batch queued behind it), has lingered `linger.ms`, or a flush is under
+way; a batch waiting to be retried is held until its `retry.backoff.ms` has passed. It also
+returns when to look again and which topics have partitions without a known leader.
+
+`drain(now, nodes, leader_of, max_request_size, gate)` takes, for each node, at most one batch
+per partition (the first of its deque), in a rotating partition order so no partition starves,
+until `max.request.size` is reached (the first batch always goes). The `gate` decides per batch
+whether it may go now (idempotence ordering, in-flight limits) and is told when it goes, which is
+where sequence numbers are assigned. Draining closes the batch: its bytes are built once, and
+`ProducerBatch.stamp` patches producer id, epoch and base sequence into the header (recomputing
+the CRC) so a retry under a new producer id needs no rebuild.
+
+`reenqueue` puts a batch to be retried back at the front of its deque, ordered by base sequence;
+`expire` removes the batches that have outlived `delivery.timeout.ms`.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from epochlog.client.metadata import TopicPartition
+from epochlog.protocol.compression import Compression
+from epochlog.protocol.records import (
+    CRC_OFFSET,
+    NO_SEQUENCE,
+    Header,
+    RecordBatchBuilder,
+    batch_crc,
+    record_size_upper_bound,
+)
+
+_PRODUCER_FIELDS = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence at byte 43
+_PRODUCER_FIELDS_OFFSET = 43
+_CRC = struct.Struct(">I")
+
+
+class ProducerBatch:
+    """Records for one partition, sent (and retried) as one v2 record batch."""
+
+    def __init__(self, tp: TopicPartition, compression: Compression, created_ms: float) -> None:
+        self.tp = tp
+        self.created_ms = created_ms
+        self.builder: RecordBatchBuilder | None = RecordBatchBuilder(compression)
+        self.data: bytes | None = None  # the built batch, once closed
+        self.handles: list[Any] = []  # one per record, in offset order
+        self.timestamps: list[int] = []
+        self.attempts = 0
+        self.retry_at_ms = 0.0
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.base_sequence = NO_SEQUENCE
+        self.sequence_generation = -1  # which producer id the sequence belongs to (idempotence)
+
+    def __repr__(self) -> str:
+        return (
+            f"ProducerBatch({self.tp}, {self.record_count} records, seq {self.base_sequence}, "
+            f"attempt {self.attempts})"
+        )
+
+    @property
+    def record_count(self) -> int:
+        return len(self.handles)
+
+    @property
+    def size(self) -> int:
+        """Bytes on the wire once built; the uncompressed estimate while open."""
+        if self.data is not None:
+            return len(self.data)
+        assert self.builder is not None
+        return self.builder.estimated_size
+
+    @property
+    def is_closed(self) -> bool:
+        return self.data is not None
+
+    @property
+    def has_sequence(self) -> bool:
+        return self.base_sequence != NO_SEQUENCE
+
+    @property
+    def last_sequence(self) -> int:
+        return (self.base_sequence + self.record_count - 1) & 0x7FFFFFFF
+
+    def append(
+        self,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[Header | tuple[str, bytes | None]],
+        handle: Any,
+    ) -> None:
+        assert self.builder is not None, "append to a closed batch"
+        self.builder.append(timestamp, key, value, headers)
+        self.handles.append(handle)
+        self.timestamps.append(timestamp)
+
+    def close(self) -> None:
+        if self.data is None:
+            assert self.builder is not None
+            self.data = self.builder.build()
+            self.builder = None
+
+    def stamp(self, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
+        """Write producer id, epoch and base sequence into the built batch; fix its CRC."""
+        self.close()
+        assert self.data is not None
+        buf = bytearray(self.data)
+        _PRODUCER_FIELDS.pack_into(
+            buf, _PRODUCER_FIELDS_OFFSET, producer_id, producer_epoch, base_sequence
+        )
+        _CRC.pack_into(buf, CRC_OFFSET, batch_crc(buf, 0, len(buf)))
+        self.data = bytes(buf)
+        self.producer_id, self.producer_epoch, self.base_sequence = (
+            producer_id,
+            producer_epoch,
+            base_sequence,
+        )
+
+
+class DrainGate(Protocol):
+    """Decides whether a batch may be sent now, and hears when it is sent and answered."""
+
+    def can_send(self, batch: ProducerBatch) -> bool: ...
+
+    def on_drain(self, batch: ProducerBatch) -> None: ...
+
+    def on_complete(self, batch: ProducerBatch) -> None: ...
+
+
+class OrderingGate:
+    """The gate without idempotence: every batch may go, except that with
+    max.in.flight.requests.per.connection = 1 a partition with a batch in flight is muted until
+    it is answered (Kafka's guaranteeMessageOrder), so a retry cannot overtake a later batch."""
+
+    def __init__(self, guarantee_order: bool) -> None:
+        self.guarantee_order = guarantee_order
+        self.muted: set[TopicPartition] = set()
+
+    def can_send(self, batch: ProducerBatch) -> bool:
+        return batch.tp not in self.muted
+
+    def on_drain(self, batch: ProducerBatch) -> None:
+        if self.guarantee_order:
+            self.muted.add(batch.tp)
+
+    def on_complete(self, batch: ProducerBatch) -> None:
+        self.muted.discard(batch.tp)
+
+
+@dataclass
+class ReadyCheck:
+    nodes: set[int] = field(default_factory=set)
+    next_check_ms: float = float("inf")  # delay until something may become ready
+    unknown_leader_topics: set[str] = field(default_factory=set)
+
+
+class RecordAccumulator:
+    def __init__(
+        self,
+        *,
+        batch_size: int,
+        linger_ms: float,
+        compression: Compression = Compression.NONE,
+        retry_backoff_ms: float = 100,
+        on_batch_closed: Callable[[TopicPartition], None] | None = None,
+    ) -> None:
+        self.batch_size = batch_size
+        self.linger_ms = linger_ms
+        self.compression = compression
+        self.retry_backoff_ms = retry_backoff_ms
+        self._on_batch_closed = on_batch_closed
+        self._batches: dict[TopicPartition, deque[ProducerBatch]] = {}
+        self._drain_index: dict[int, int] = {}
+        self._flushes = 0
+        self.buffered_bytes = 0  # estimated bytes of batches not yet drained
+
+    # ---------------------------------------------------------------- append
+
+    def append(
+        self,
+        tp: TopicPartition,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[Header | tuple[str, bytes | None]],
+        handle: Any,
+        now: float,
+    ) -> ProducerBatch:
+        """Add one record; returns the batch it went into."""
+        size = record_size_upper_bound(key, value, headers)
+        dq = self._batches.get(tp)
+        if dq is None:
+            dq = self._batches[tp] = deque()
+        last = dq[-1] if dq else None
+        if last is not None and not last.is_closed:
+            if last.record_count == 0 or last.size + size <= self.batch_size:
+                before = last.size
+                last.append(timestamp, key, value, headers, handle)
+                self.buffered_bytes += last.size - before
+                if last.size >= self.batch_size:
+                    self._close(last)
+                return last
+            self._close(last)
+        batch = ProducerBatch(tp, self.compression, now)
+        batch.append(timestamp, key, value, headers, handle)
+        self.buffered_bytes += batch.size
+        dq.append(batch)
+        if batch.size >= self.batch_size:
+            self._close(batch)
+        return batch
+
+    def _close(self, batch: ProducerBatch) -> None:
+        if not batch.is_closed:
+            before = batch.size
+            batch.close()
+            self.buffered_bytes += batch.size - before
+            if self._on_batch_closed is not None:
+                self._on_batch_closed(batch.tp)
+
+    # ---------------------------------------------------------------- ready and drain
+
+    def begin_flush(self) -> None:
+        self._flushes += 1
+
+    def end_flush(self) -> None:
+        self._flushes -= 1
+
+    def ready(self, now: float, leader_of: Callable[[TopicPartition], int | None]) -> ReadyCheck:
+        check = ReadyCheck()
+        for tp, dq in self._batches.items():
+            if not dq:
+                continue
+            leader = leader_of(tp)
+            if leader is None:
+                check.unknown_leader_topics.add(tp.topic)
+                continue
+            if leader in check.nodes:
+                continue
+            first = dq[0]
+            if first.attempts > 0 and now < first.retry_at_ms:
+                check.next_check_ms = min(check.next_check_ms, first.retry_at_ms - now)
+                continue
+            full = len(dq) > 1 or first.is_closed
+            waited = now - (first.retry_at_ms if first.attempts > 0 else first.created_ms)
+            lingered = waited >= self.linger_ms
+            if full or lingered or self._flushes > 0 or first.attempts > 0:
+                check.nodes.add(leader)
+            else:
+                check.next_check_ms = min(check.next_check_ms, self.linger_ms - waited)
+        return check
+
+    def drain(
+        self,
+        now: float,
+        nodes: Iterable[int],
+        leader_of: Callable[[TopicPartition], int | None],
+        max_request_size: int,
+        gate: DrainGate,
+    ) -> dict[int, list[ProducerBatch]]:
+        by_node: dict[int, list[TopicPartition]] = {}
+        wanted = set(nodes)
+        for tp, dq in self._batches.items():
+            if dq:
+                leader = leader_of(tp)
+                if leader in wanted:
+                    by_node.setdefault(leader, []).append(tp)
+        out: dict[int, list[ProducerBatch]] = {}
+        for node, tps in by_node.items():
+            start = self._drain_index.get(node, 0) % len(tps)
+            taken: list[ProducerBatch] = []
+            size = 0
+            for i in range(len(tps)):
+                tp = tps[(start + i) % len(tps)]
+                dq = self._batches[tp]
+                first = dq[0]
+                if first.attempts > 0 and now < first.retry_at_ms:
+                    continue
+                if not gate.can_send(first):
+                    continue
+                self._close(first)
+                if taken and size + first.size > max_request_size:
+                    self._drain_index[node] = (start + i) % len(tps)
+                    break
+                dq.popleft()
+                self.buffered_bytes -= first.size
+                gate.on_drain(first)
+                taken.append(first)
+                size += first.size
+            else:
+                self._drain_index[node] = start + 1
+            if taken:
+                out[node] = taken
+        return out
+
+    # ---------------------------------------------------------------- retries and expiry
+
+    def reenqueue(self, batch: ProducerBatch, now: float) -> None:
+        """Put a batch to be retried back at the front, in base-sequence order."""
+        batch.attempts += 1
+        batch.retry_at_ms = now + self.retry_backoff_ms
+        dq = self._batches.setdefault(batch.tp, deque())
+        self.buffered_bytes += batch.size
+        if not batch.has_sequence:
+            dq.appendleft(batch)
+            return
+        i = 0
+        while i < len(dq) and dq[i].has_sequence and dq[i].base_sequence < batch.base_sequence:
+            i += 1
+        dq.insert(i, batch)
+
+    def expire(self, now: float, delivery_timeout_ms: float) -> list[ProducerBatch]:
+        """Remove and return the queued batches created more than delivery.timeout.ms ago."""
+        expired: list[ProducerBatch] = []
+        for dq in self._batches.values():
+            while dq and now - dq[0].created_ms >= delivery_timeout_ms:
+                batch = dq.popleft()
+                self.buffered_bytes -= batch.size
+                expired.append(batch)
+        return expired
+
+    def abort_all(self) -> list[ProducerBatch]:
+        """Remove and return every queued batch (closing without flushing)."""
+        batches = [b for dq in self._batches.values() for b in dq]
+        self._batches.clear()
+        self.buffered_bytes = 0
+        return batches
+
+    def has_queued(self) -> bool:
+        return any(self._batches.values())
+
+    def queued(self, tp: TopicPartition) -> Sequence[ProducerBatch]:
+        return tuple(self._batches.get(tp, ()))

@@ -1,0 +1,316 @@
+"""The asyncio admin client: create, delete, list and describe topics; describe the cluster.
+
+How it works. The admin's network client keeps metadata for all topics. CreateTopics and
+DeleteTopics go to the controller (Metadata's ControllerId); a topic answered NOT_CONTROLLER, or
+a request that cannot reach the controller, is retried after a metadata refresh until the
+operation's timeout (`default.api.timeout.ms` unless given), so a controller move is invisible to
+the caller. Listing and describing topics read a fresh Metadata response. `describe_cluster`
+sends DescribeCluster to the least loaded broker and falls back to Metadata for brokers that do
+not serve it (as librdkafka and kafka-python do).
+
+The `*_topics` calls return a result per topic (`None` on success, else the `KafkaError`); the
+single-topic forms raise instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from epochlog.client.config import Role, load_config
+from epochlog.client.errors import ClientError, IncompatibleBrokerError, KafkaError
+from epochlog.client.metadata import BrokerNode, PartitionInfo
+from epochlog.client.network import NetworkClient
+from epochlog.protocol import messages as m
+from epochlog.protocol.api import ApiKey
+from epochlog.protocol.errors import ErrorCode
+
+_ZERO_UUID = uuid.UUID(int=0)
+
+
+@dataclass(frozen=True)
+class NewTopic:
+    """A topic to create; -1 partitions or replication factor means the broker's default."""
+
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: Mapping[str, str] = field(default_factory=dict)
+    replica_assignment: Mapping[int, Sequence[int]] | None = None
+
+
+@dataclass(frozen=True)
+class TopicDescription:
+    name: str
+    topic_id: uuid.UUID
+    is_internal: bool
+    partitions: list[PartitionInfo]
+
+
+@dataclass(frozen=True)
+class ClusterDescription:
+    cluster_id: str | None
+    controller_id: int
+    brokers: list[BrokerNode]
+
+
+class AsyncAdmin:
+    """An asyncio admin client; see the module docstring."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self.config = load_config(Role.ADMIN, config)
+        self._net = NetworkClient(self.config, allow_auto_topic_creation=False)
+        self._net.want_all_topics()
+        self._started = False
+        self._retry_backoff_ms: int = self.config["retry.backoff.ms"]
+
+    async def __aenter__(self) -> AsyncAdmin:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        if not self._started:
+            self._started = True
+            await self._net.start()
+
+    async def close(self) -> None:
+        await self._net.close()
+
+    def _timeout_ms(self, timeout: float | None) -> float:
+        return self.config["default.api.timeout.ms"] if timeout is None else timeout * 1000
+
+    # ---------------------------------------------------------------- topics
+
+    async def create_topic(
+        self,
+        name: str,
+        partitions: int = -1,
+        replication_factor: int = -1,
+        configs: Mapping[str, str] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> None:
+        """Create one topic; raises KafkaError (e.g. TOPIC_ALREADY_EXISTS) on failure."""
+        results = await self.create_topics(
+            [NewTopic(name, partitions, replication_factor, dict(configs or {}))], timeout=timeout
+        )
+        if results[name] is not None:
+            raise results[name]  # type: ignore[misc]
+
+    async def create_topics(
+        self,
+        topics: Iterable[NewTopic],
+        *,
+        validate_only: bool = False,
+        timeout: float | None = None,
+    ) -> dict[str, KafkaError | None]:
+        wanted = {t.name: t for t in topics}
+
+        def build(names: list[str], timeout_ms: int, version: int) -> Any:
+            return m.CreateTopicsRequest(
+                topics=[_creatable(wanted[n]) for n in names],
+                timeout_ms=timeout_ms,
+                validate_only=validate_only,
+            )
+
+        def parse(response: Any) -> dict[str, tuple[ErrorCode, str | None]]:
+            return {t.name: (ErrorCode.of(t.error_code), t.error_message) for t in response.topics}
+
+        return await self._to_controller(
+            "CreateTopics", list(wanted), build, parse, ApiKey.CREATE_TOPICS, timeout
+        )
+
+    async def delete_topic(self, name: str, *, timeout: float | None = None) -> None:
+        results = await self.delete_topics([name], timeout=timeout)
+        if results[name] is not None:
+            raise results[name]  # type: ignore[misc]
+
+    async def delete_topics(
+        self, names: Iterable[str], *, timeout: float | None = None
+    ) -> dict[str, KafkaError | None]:
+        def build(todo: list[str], timeout_ms: int, version: int) -> Any:
+            if version >= 6:  # topics by name or id; v0-5 list names only
+                states = [
+                    m.DeleteTopicsRequest.DeleteTopicState(name=n, topic_id=_ZERO_UUID)
+                    for n in todo
+                ]
+                return m.DeleteTopicsRequest(topics=states, timeout_ms=timeout_ms)
+            return m.DeleteTopicsRequest(topic_names=list(todo), timeout_ms=timeout_ms)
+
+        def parse(response: Any) -> dict[str, tuple[ErrorCode, str | None]]:
+            return {
+                r.name: (ErrorCode.of(r.error_code), r.error_message)
+                for r in response.responses
+                if r.name is not None
+            }
+
+        return await self._to_controller(
+            "DeleteTopics", list(dict.fromkeys(names)), build, parse, ApiKey.DELETE_TOPICS, timeout
+        )
+
+    async def _to_controller(
+        self,
+        what: str,
+        names: list[str],
+        build: Any,
+        parse: Any,
+        api_key: int,
+        timeout: float | None,
+    ) -> dict[str, KafkaError | None]:
+        """Send a per-topic request to the controller, retrying NOT_CONTROLLER and connection
+        failures after a metadata refresh until the timeout."""
+        await self.start()
+        timeout_ms = self._timeout_ms(timeout)
+        deadline = self._net.now_ms() + timeout_ms
+        results: dict[str, KafkaError | None] = {}
+        todo = list(names)
+        last_error: Exception | None = None
+        while todo:
+            remaining = deadline - self._net.now_ms()
+            if remaining <= 0:
+                for n in todo:
+                    results[n] = KafkaError(
+                        ErrorCode.REQUEST_TIMED_OUT,
+                        f"{what} for {n!r}",
+                        str(last_error) if last_error else None,
+                    )
+                break
+            try:
+                cluster = self._net.cluster
+                if cluster.controller_id not in cluster.brokers:
+                    cluster = await self._net.update_metadata(remaining)
+                controller = cluster.controller_id
+                if controller not in cluster.brokers:
+                    raise KafkaError(ErrorCode.NOT_CONTROLLER, f"{what}: no controller known")
+                conn = await self._net.ready(controller)
+                version = conn.version_for(api_key)
+                request = build(todo, int(remaining), version)
+                response = await conn.send(request, api_key=api_key, version=version)
+            except ClientError as exc:
+                if isinstance(exc, IncompatibleBrokerError):
+                    raise
+                last_error = exc
+                self._net.request_update()
+                await asyncio.sleep(min(self._retry_backoff_ms, max(remaining, 0)) / 1000)
+                continue
+            retry = []
+            for name, (code, message) in parse(response).items():
+                if name not in todo:
+                    continue
+                if code is ErrorCode.NOT_CONTROLLER:
+                    retry.append(name)
+                    last_error = KafkaError(code, f"{what} for {name!r}", message)
+                else:
+                    results[name] = (
+                        None
+                        if code is ErrorCode.NONE
+                        else KafkaError(code, f"{what} for {name!r}", message)
+                    )
+            answered = set(results) | set(retry)
+            missing = [n for n in todo if n not in answered]
+            for n in missing:
+                results[n] = KafkaError(
+                    ErrorCode.UNKNOWN_SERVER_ERROR, f"{what}: no result for {n!r}"
+                )
+            todo = retry
+            if todo:
+                self._net.request_update()
+                await asyncio.sleep(self._retry_backoff_ms / 1000)
+        if any(r is None for r in results.values()):
+            self._net.request_update()  # new or deleted topics show up in metadata soon
+        return {n: results[n] for n in names}
+
+    async def list_topics(
+        self, *, include_internal: bool = False, timeout: float | None = None
+    ) -> list[str]:
+        await self.start()
+        cluster = await self._net.update_metadata(self._timeout_ms(timeout))
+        return sorted(
+            name
+            for name, info in cluster.topics.items()
+            if info.error is ErrorCode.NONE and (include_internal or not info.is_internal)
+        )
+
+    async def describe_topics(
+        self, names: Iterable[str], *, timeout: float | None = None
+    ) -> dict[str, TopicDescription]:
+        """Raises KafkaError (UNKNOWN_TOPIC_OR_PARTITION, ...) naming the first missing topic."""
+        await self.start()
+        cluster = await self._net.update_metadata(self._timeout_ms(timeout))
+        out: dict[str, TopicDescription] = {}
+        for name in names:
+            info = cluster.topic(name)
+            if info is None or info.error is not ErrorCode.NONE:
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if info is None else info.error
+                raise KafkaError(code, f"describe topic {name!r}")
+            out[name] = TopicDescription(
+                name,
+                info.topic_id,
+                info.is_internal,
+                [info.partitions[p] for p in sorted(info.partitions)],
+            )
+        return out
+
+    # ---------------------------------------------------------------- cluster
+
+    async def describe_cluster(self, *, timeout: float | None = None) -> ClusterDescription:
+        await self.start()
+        timeout_ms = self._timeout_ms(timeout)
+        deadline = self._net.now_ms() + timeout_ms
+        while True:
+            remaining = deadline - self._net.now_ms()
+            try:
+                conn = await self._net.least_loaded_connection(max(remaining, 0))
+                if not conn.supports(ApiKey.DESCRIBE_CLUSTER):
+                    cluster = await self._net.update_metadata(max(remaining, 0))
+                    return ClusterDescription(
+                        cluster.cluster_id,
+                        cluster.controller_id,
+                        [cluster.brokers[b] for b in sorted(cluster.brokers)],
+                    )
+                response = await conn.send(
+                    m.DescribeClusterRequest(include_cluster_authorized_operations=False),
+                    api_key=ApiKey.DESCRIBE_CLUSTER,
+                )
+            except ClientError as exc:
+                if self._net.now_ms() >= deadline:
+                    raise KafkaError(
+                        ErrorCode.REQUEST_TIMED_OUT, "DescribeCluster", str(exc)
+                    ) from exc
+                await asyncio.sleep(self._retry_backoff_ms / 1000)
+                continue
+            code = ErrorCode.of(response.error_code)
+            if code is not ErrorCode.NONE:
+                error = KafkaError(code, "DescribeCluster", response.error_message)
+                if not error.retriable or self._net.now_ms() >= deadline:
+                    raise error
+                await asyncio.sleep(self._retry_backoff_ms / 1000)
+                continue
+            brokers = sorted(
+                (BrokerNode(b.broker_id, b.host, b.port, b.rack) for b in response.brokers),
+                key=lambda b: b.node_id,
+            )
+            return ClusterDescription(response.cluster_id, response.controller_id, brokers)
+
+
+def _creatable(topic: NewTopic) -> Any:
+    assignments = [
+        m.CreateTopicsRequest.CreatableReplicaAssignment(partition_index=p, broker_ids=list(b))
+        for p, b in sorted((topic.replica_assignment or {}).items())
+    ]
+    return m.CreateTopicsRequest.CreatableTopic(
+        name=topic.name,
+        num_partitions=-1 if assignments else topic.num_partitions,
+        replication_factor=-1 if assignments else topic.replication_factor,
+        assignments=assignments,
+        configs=[
+            m.CreateTopicsRequest.CreatableTopicConfig(name=k, value=v)
+            for k, v in topic.configs.items()
+        ],
+    )

@@ -1,0 +1,100 @@
+"""From the record bytes of one partition in a Fetch response to consumer records: sans-I/O.
+
+`decode_partition_records` decodes every whole batch (a partial batch at the end, cut by the
+fetch size limits, is ignored), and returns the records at or after the fetch offset (a
+compressed batch may start before it) plus the offset to fetch next: the end of the last whole
+batch, so control batches and compacted gaps are skipped even when they yield no record.
+
+Control batches (transaction markers) never reach the caller. With read_committed, records of
+aborted transactions are dropped as Kafka's Fetcher does: walking batches in offset order, a
+producer id enters the aborted set when the batch reaches the first offset of one of its aborted
+transactions (from the response's AbortedTransactions), and leaves it at that transaction's abort
+marker; transactional batches of producers in the set are skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from epochlog.protocol.records import decode_batches
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerRecord:
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+    timestamp_type: int = 0  # 0 CreateTime, 1 LogAppendTime
+    leader_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedPartition:
+    records: list[ConsumerRecord]
+    next_offset: int  # where the next fetch starts; == fetch offset if nothing whole arrived
+    last_epoch: int  # partition leader epoch of the last batch, -1 if none
+
+
+def decode_partition_records(
+    topic: str,
+    partition: int,
+    data: bytes | None,
+    fetch_offset: int,
+    *,
+    read_committed: bool = False,
+    aborted: Sequence[tuple[int, int]] = (),
+) -> DecodedPartition:
+    """`aborted` is the response's (producer id, first offset) pairs."""
+    if not data:
+        return DecodedPartition([], fetch_offset, -1)
+    batches = decode_batches(data)
+    pending_aborts = sorted(aborted, key=lambda a: a[1]) if read_committed else []
+    aborted_pids: set[int] = set()
+    out: list[ConsumerRecord] = []
+    next_offset = fetch_offset
+    last_epoch = -1
+    for batch in batches:
+        header = batch.header
+        next_offset = max(next_offset, header.next_offset)
+        last_epoch = header.partition_leader_epoch
+        if read_committed:
+            while pending_aborts and pending_aborts[0][1] <= header.last_offset:
+                aborted_pids.add(pending_aborts.pop(0)[0])
+        if header.is_control:
+            if read_committed and _is_abort_marker(batch.records):
+                aborted_pids.discard(header.producer_id)
+            continue
+        if read_committed and header.is_transactional and header.producer_id in aborted_pids:
+            continue
+        ts_type = 1 if header.is_log_append_time else 0
+        for r in batch.records:
+            if r.offset < fetch_offset:
+                continue
+            out.append(
+                ConsumerRecord(
+                    topic,
+                    partition,
+                    r.offset,
+                    r.timestamp,
+                    r.key,
+                    r.value,
+                    [(h.key, h.value) for h in r.headers],
+                    ts_type,
+                    header.partition_leader_epoch,
+                )
+            )
+    return DecodedPartition(out, next_offset, last_epoch)
+
+
+def _is_abort_marker(records: Sequence[object]) -> bool:
+    """A control record's key is (version int16, type int16); type 0 is ABORT, 1 COMMIT."""
+    for r in records:
+        key = getattr(r, "key", None)
+        if key is not None and len(key) >= 4:
+            return int.from_bytes(key[2:4], "big", signed=True) == 0
+    return False

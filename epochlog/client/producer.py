@@ -1,0 +1,538 @@
+"""The asyncio producer: partitioning, batching, and the sender task.
+
+How it works. `send()` picks the partition (explicit, murmur2 of the key, or sticky for records
+without one; `partitioner`), waiting for the topic's metadata the first time (up to
+`max.block.ms`), and appends the record to the `accumulator`, which batches by `batch.size` and
+`linger.ms`. It returns a future that resolves to the record's `RecordMetadata` (or fails).
+
+One sender task does the rest, in a loop: with idempotence it first obtains a producer id
+(InitProducerId, to the least loaded broker) and, when a reset was requested, waits until nothing
+is in flight and obtains a new one; it fails queued batches older than `delivery.timeout.ms`;
+asks the accumulator which leaders have data ready; drains batches for those whose connection is
+ready and which have fewer than `max.in.flight.requests.per.connection` requests in flight; and
+sends one Produce request per leader (the highest version both sides support). Each response is
+handled by its own task: per partition the error is classified (`idempotence.decide...`), the
+batch is completed, re-queued for a retry after `retry.backoff.ms` (while `retries` and
+`delivery.timeout.ms` allow), or failed; errors that invalidate metadata trigger a refresh, so a
+retry goes to the new leader. With acks=0 nothing comes back and every record succeeds with
+offset -1, as in Kafka. The loop sleeps until a new batch, a response, a connection or metadata
+change, or the next linger or backoff deadline.
+
+Errors surface as exceptions on the futures: `KafkaError` with the broker's code and the
+partition, `MessageTooLargeError` for records over `max.request.size` (raised by `send()` at
+once) or refused by the broker, `DeliveryTimeoutError` after `delivery.timeout.ms`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from epochlog.client.accumulator import OrderingGate, ProducerBatch, RecordAccumulator
+from epochlog.client.config import Role, load_config
+from epochlog.client.errors import (
+    ClientClosedError,
+    ClientError,
+    DeliveryTimeoutError,
+    IncompatibleBrokerError,
+    KafkaError,
+    MessageTooLargeError,
+)
+from epochlog.client.idempotence import Action, IdempotenceManager, decide_without_idempotence
+from epochlog.client.metadata import TopicPartition
+from epochlog.client.network import NetworkClient
+from epochlog.client.partitioner import StickyPartitioner, partition_for_key
+from epochlog.protocol import messages as m
+from epochlog.protocol.api import ApiKey
+from epochlog.protocol.compression import Compression
+from epochlog.protocol.errors import ErrorCode
+from epochlog.protocol.records import BATCH_HEADER_SIZE, record_size_upper_bound
+
+log = logging.getLogger(__name__)
+
+Bytes = bytes | bytearray | memoryview | str
+HeadersArg = Mapping[str, Bytes | None] | Iterable[tuple[str, Bytes | None]] | None
+DeliveryCallback = Callable[["RecordMetadata | None", "Exception | None"], None]
+_PRODUCE_REQUEST_OVERHEAD = 256  # headers, topic name and array framing around the batches
+
+
+@dataclass(frozen=True, slots=True)
+class RecordMetadata:
+    """Where a record was written. offset is -1 when unknown (acks=0, or a duplicate)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+
+
+def to_bytes(value: Bytes | None, what: str) -> bytes | None:
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, bytearray | memoryview):
+        return bytes(value)
+    raise TypeError(f"{what} must be bytes, str or None, not {type(value).__name__}")
+
+
+def normalize_headers(headers: HeadersArg) -> list[tuple[str, bytes | None]]:
+    if not headers:
+        return []
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    return [(str(k), to_bytes(v, f"header {k!r}")) for k, v in items]
+
+
+def check_record_size(
+    key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes | None]], limit: int
+) -> None:
+    size = BATCH_HEADER_SIZE + record_size_upper_bound(key, value, headers)
+    if size > limit:
+        raise MessageTooLargeError(
+            f"record of about {size} bytes is larger than max.request.size={limit}"
+        )
+
+
+class AsyncProducer:
+    """An asyncio Kafka producer; see the module docstring. Use `async with` or `close()`."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self.config = load_config(Role.PRODUCER, config)
+        c = self.config
+        self._net = NetworkClient(c, allow_auto_topic_creation=True)
+        self._acks: int = c["acks"]
+        self._retries: int = c["retries"]
+        self._delivery_timeout_ms: int = c["delivery.timeout.ms"]
+        self._request_timeout_ms: int = c["request.timeout.ms"]
+        self._max_request_size: int = c["max.request.size"]
+        self._max_in_flight: int = c["max.in.flight.requests.per.connection"]
+        self._max_block_ms: int = c["max.block.ms"]
+        self._buffer_memory: int = c["buffer.memory"]
+        self._ignore_keys: bool = c["partitioner.ignore.keys"]
+        self._partitioner = StickyPartitioner()
+        self._acc = RecordAccumulator(
+            batch_size=c["batch.size"],
+            linger_ms=c["linger.ms"],
+            compression=Compression.parse(c["compression.type"]),
+            retry_backoff_ms=c["retry.backoff.ms"],
+            on_batch_closed=self._batch_closed,
+        )
+        self._idem = IdempotenceManager() if c["enable.idempotence"] else None
+        self._gate = self._idem or OrderingGate(guarantee_order=self._max_in_flight == 1)
+        self._in_flight: dict[int, int] = {}
+        self._incomplete: set[ProducerBatch] = set()
+        self._wakeup = asyncio.Event()
+        self._sender: asyncio.Task[None] | None = None
+        self._closing = False
+        self._fatal: Exception | None = None
+
+    @property
+    def idempotent(self) -> bool:
+        return self._idem is not None
+
+    @property
+    def buffered_bytes(self) -> int:
+        return self._acc.buffered_bytes
+
+    async def __aenter__(self) -> AsyncProducer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        """Start the network client and the sender (send() does this on first use)."""
+        if self._closing:
+            raise ClientClosedError("producer is closed")
+        if self._sender is None:
+            self._net.add_listener(self._wakeup.set)
+            await self._net.start()
+            self._sender = asyncio.get_running_loop().create_task(self._run(), name="sender")
+
+    # ---------------------------------------------------------------- sending
+
+    async def send(
+        self,
+        topic: str,
+        value: Bytes | None = None,
+        key: Bytes | None = None,
+        headers: HeadersArg = None,
+        partition: int | None = None,
+        timestamp: int | None = None,
+        on_delivery: DeliveryCallback | None = None,
+    ) -> asyncio.Future[RecordMetadata]:
+        """Queue a record; the future resolves when it is acknowledged (per `acks`).
+
+        Raises at once for a record over max.request.size, a partition the topic does not have,
+        a topic whose metadata does not arrive within max.block.ms, or a closed producer."""
+        key_b, value_b = to_bytes(key, "key"), to_bytes(value, "value")
+        hdrs = normalize_headers(headers)
+        check_record_size(key_b, value_b, hdrs, self._max_request_size)
+        await self.ready_for(topic)
+        return self.send_nowait(topic, value_b, key_b, hdrs, partition, timestamp, on_delivery)
+
+    async def ready_for(self, topic: str) -> None:
+        """Wait (up to max.block.ms) until a record for `topic` can be appended: the producer
+        started, the topic's metadata known, and room in buffer.memory."""
+        await self.start()
+        if self._net.cluster.partition_count(topic) is None:
+            await self._net.topic_metadata(topic, self._max_block_ms)
+        if self._acc.buffered_bytes > self._buffer_memory:
+            await self._wait_for_buffer()
+
+    async def send_and_wait(
+        self,
+        topic: str,
+        value: Bytes | None = None,
+        key: Bytes | None = None,
+        headers: HeadersArg = None,
+        partition: int | None = None,
+        timestamp: int | None = None,
+    ) -> RecordMetadata:
+        return await (await self.send(topic, value, key, headers, partition, timestamp))
+
+    def send_nowait(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        headers: list[tuple[str, bytes | None]],
+        partition: int | None = None,
+        timestamp: int | None = None,
+        on_delivery: DeliveryCallback | None = None,
+    ) -> asyncio.Future[RecordMetadata]:
+        """`send` for a started producer that already has the topic's metadata, with key, value
+        and headers already normalized and size-checked; never waits."""
+        fut: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
+        if on_delivery is not None:
+            fut.add_done_callback(_deliver_to(on_delivery))
+        self.append(topic, value, key, headers, partition, timestamp, fut)
+        return fut
+
+    def append(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        headers: list[tuple[str, bytes | None]],
+        partition: int | None,
+        timestamp: int | None,
+        handle: Any,
+    ) -> None:
+        """The core of `send_nowait`: append the record with `handle`, any object with the
+        future methods done/set_result/set_exception/exception (the blocking facade passes a
+        concurrent.futures.Future), which the sender completes."""
+        if self._closing:
+            raise ClientClosedError("producer is closed")
+        if self._fatal is not None:
+            raise self._fatal
+        count = self._net.cluster.partition_count(topic)
+        if count is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no metadata for {topic!r}")
+        if partition is None:
+            if key is not None and not self._ignore_keys:
+                partition = partition_for_key(key, count)
+            else:
+                available = self._net.cluster.available_partitions(topic)
+                partition = self._partitioner.partition(topic, available, count)
+        elif not 0 <= partition < count:
+            raise KafkaError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                f"partition {partition} of {topic!r}, which has partitions 0-{count - 1}",
+            )
+        if timestamp is None:
+            timestamp = int(time.time() * 1000)
+        tp = TopicPartition(topic, partition)
+        batch = self._acc.append(tp, timestamp, key, value, headers, handle, self._now())
+        if batch.record_count == 1 or batch.is_closed:
+            self._incomplete.add(batch)
+            self._wakeup.set()  # a new batch (new linger deadline) or a full one
+
+    async def _wait_for_buffer(self) -> None:
+        deadline = self._now() + self._max_block_ms
+        while self._acc.buffered_bytes > self._buffer_memory:
+            if self._now() >= deadline:
+                raise KafkaError(
+                    ErrorCode.REQUEST_TIMED_OUT,
+                    f"buffer.memory={self._buffer_memory} still full after max.block.ms",
+                )
+            self._wakeup.set()
+            await asyncio.sleep(0.005)
+
+    async def partitions_for(self, topic: str) -> list[int]:
+        await self.start()
+        info = await self._net.topic_metadata(topic, self._max_block_ms)
+        return sorted(info.partitions)
+
+    async def flush(self, timeout: float | None = None) -> None:
+        """Send everything queued now and wait until it is acknowledged or failed."""
+        handles = [_awaitable(h) for b in list(self._incomplete) for h in b.handles[-1:]]
+        if not handles:
+            return
+        self._acc.begin_flush()
+        self._wakeup.set()
+        try:
+            done, pending = await asyncio.wait(handles, timeout=timeout)
+            if pending:
+                raise TimeoutError(f"{len(pending)} records still unacknowledged after {timeout}s")
+        finally:
+            self._acc.end_flush()
+
+    async def close(self, timeout: float | None = None) -> None:
+        """Flush (up to `timeout` seconds; None waits), then stop. Records still queued after
+        the timeout fail with ClientClosedError."""
+        if self._closing:
+            return
+        try:
+            if self._sender is not None:
+                with contextlib.suppress(TimeoutError):
+                    await self.flush(timeout)
+        finally:
+            self._closing = True
+            for batch in self._acc.abort_all():
+                self._fail(batch, ClientClosedError("producer closed before the record was sent"))
+            if self._sender is not None:
+                self._wakeup.set()
+                self._sender.cancel()
+                await asyncio.gather(self._sender, return_exceptions=True)
+            await self._net.close()
+
+    # ---------------------------------------------------------------- the sender
+
+    def _now(self) -> float:
+        return self._net.now_ms()
+
+    def _leader_of(self, tp: TopicPartition) -> int | None:
+        return self._net.cluster.leader_for(tp)
+
+    def _batch_closed(self, tp: TopicPartition) -> None:
+        cluster = self._net.cluster
+        count = cluster.partition_count(tp.topic)
+        if count:
+            self._partitioner.on_batch_closed(
+                tp.topic, tp.partition, cluster.available_partitions(tp.topic), count
+            )
+
+    async def _run(self) -> None:
+        # The loop also checks the flag because Python 3.11's wait_for can swallow a
+        # cancellation that races with the wakeup it waits on.
+        while not self._closing:
+            self._wakeup.clear()
+            try:
+                wait_ms = await self._run_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("producer sender iteration failed")
+                wait_ms = 100.0
+            if wait_ms > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wakeup.wait(), wait_ms / 1000)
+
+    async def _run_once(self) -> float:
+        """One pass of the sender; returns how long it may sleep (ms) absent a wakeup."""
+        now = self._now()
+        for batch in self._acc.expire(now, self._delivery_timeout_ms):
+            self._fail(
+                batch,
+                DeliveryTimeoutError(
+                    f"{batch.record_count} records for {batch.tp} not acknowledged within "
+                    f"delivery.timeout.ms={self._delivery_timeout_ms}"
+                ),
+            )
+            if self._idem is not None and batch.has_sequence:
+                self._idem.request_reset()
+        if self._idem is not None and not self._idem.has_producer_id:
+            if any(self._in_flight.values()) or not self._acc.has_queued() or self._fatal:
+                return 1000.0
+            return await self._init_producer_id()
+        check = self._acc.ready(now, self._leader_of)
+        if check.unknown_leader_topics:
+            self._net.want_topics(check.unknown_leader_topics)
+            self._net.request_update()
+        wait_ms = min(check.next_check_ms, 1000.0)
+        sendable = []
+        for node in check.nodes:
+            if self._in_flight.get(node, 0) >= self._max_in_flight:
+                continue
+            if self._net.try_ready(node) is None:
+                delay = self._net.connection_delay(node)
+                if delay != float("inf"):
+                    wait_ms = min(wait_ms, max(delay, 1.0))
+                continue
+            sendable.append(node)
+        if sendable:
+            drained = self._acc.drain(
+                now,
+                sendable,
+                self._leader_of,
+                self._max_request_size - _PRODUCE_REQUEST_OVERHEAD,
+                self._gate,
+            )
+            for node, batches in drained.items():
+                self._in_flight[node] = self._in_flight.get(node, 0) + 1
+                asyncio.get_running_loop().create_task(
+                    self._produce(node, batches), name=f"produce to node {node}"
+                )
+        return wait_ms
+
+    async def _init_producer_id(self) -> float:
+        """One InitProducerId attempt; returns how long to wait before the next one (ms).
+
+        Retriable failures (no broker reachable, coordinator loading, ...) are retried for as
+        long as it takes, queued records expiring by delivery.timeout.ms meanwhile; a broker
+        without idempotence support or a non-retriable error is fatal for the producer."""
+        assert self._idem is not None
+        try:
+            conn = await self._net.least_loaded_connection(self._request_timeout_ms)
+            response = await conn.send(
+                m.InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=2**31 - 1),
+                api_key=ApiKey.INIT_PRODUCER_ID,
+            )
+        except IncompatibleBrokerError as exc:
+            self._set_fatal(ClientError(f"idempotent producer not supported: {exc}"))
+            return 0.0
+        except ClientError as exc:
+            log.debug("InitProducerId failed: %s", exc)
+            return float(self.config["retry.backoff.ms"])
+        error = ErrorCode.of(response.error_code)
+        if error is ErrorCode.NONE:
+            self._idem.set_producer_id(response.producer_id, response.producer_epoch)
+            log.debug("producer id %d epoch %d", response.producer_id, response.producer_epoch)
+            return 0.0
+        if not error.retriable:
+            self._set_fatal(KafkaError(error, "InitProducerId"))
+            return 0.0
+        return float(self.config["retry.backoff.ms"])
+
+    def _set_fatal(self, error: Exception) -> None:
+        self._fatal = error
+        for batch in self._acc.abort_all():
+            self._fail(batch, error)
+
+    async def _produce(self, node: int, batches: list[ProducerBatch]) -> None:
+        by_topic: dict[str, list[Any]] = {}
+        for b in batches:
+            by_topic.setdefault(b.tp.topic, []).append(
+                m.ProduceRequest.PartitionProduceData(index=b.tp.partition, records=b.data)
+            )
+        request = m.ProduceRequest(
+            transactional_id=None,
+            acks=self._acks,
+            timeout_ms=self._request_timeout_ms,
+            topic_data=[
+                m.ProduceRequest.TopicProduceData(name=t, partition_data=p)
+                for t, p in by_topic.items()
+            ],
+        )
+        try:
+            conn = self._net.connection(node)
+            if conn is None:
+                raise ClientError(f"connection to node {node} is gone")
+            response = await conn.send(
+                request, api_key=ApiKey.PRODUCE, expect_response=self._acks != 0
+            )
+        except ClientError as exc:
+            for b in batches:
+                self._complete(b, ErrorCode.NETWORK_EXCEPTION, -1, -1, exc)
+        else:
+            results: dict[TopicPartition, Any] = {}
+            if response is not None:
+                for t in response.responses:
+                    for p in t.partition_responses:
+                        results[TopicPartition(t.name, p.index)] = p
+            for b in batches:
+                if response is None:  # acks=0
+                    self._complete(b, ErrorCode.NONE, -1, -1, None)
+                    continue
+                p = results.get(b.tp)
+                if p is None:
+                    self._complete(
+                        b,
+                        ErrorCode.UNKNOWN_SERVER_ERROR,
+                        -1,
+                        -1,
+                        ClientError(f"produce response from node {node} has no result for {b.tp}"),
+                    )
+                    continue
+                message = getattr(p, "error_message", None)
+                exc = KafkaError(p.error_code, f"produce to {b.tp}", message)
+                self._complete(b, exc.code, p.base_offset, p.log_append_time_ms, exc)
+        finally:
+            self._in_flight[node] -= 1
+            self._wakeup.set()
+
+    def _complete(
+        self,
+        batch: ProducerBatch,
+        error: ErrorCode,
+        base_offset: int,
+        log_append_time: int,
+        exc: Exception | None,
+    ) -> None:
+        self._gate.on_complete(batch)
+        now = self._now()
+        may_retry = (
+            not self._closing
+            and batch.attempts < self._retries
+            and now - batch.created_ms < self._delivery_timeout_ms
+        )
+        if self._idem is not None:
+            verdict = self._idem.decide(batch, error, may_retry)
+            self._idem.resolve(batch, verdict)
+        else:
+            verdict = decide_without_idempotence(error, may_retry)
+        self._net.handle_error_code(error)
+        if verdict.action is Action.SUCCESS:
+            if error is ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
+                base_offset = -1
+            self._succeed(batch, base_offset, log_append_time)
+        elif verdict.action is Action.RETRY:
+            log.debug("retrying %s after %s", batch, error.name)
+            self._acc.reenqueue(batch, now)
+        else:
+            if error in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE):
+                exc = MessageTooLargeError(f"{batch.tp}: broker refused the batch: {exc}")
+            elif error.retriable and now - batch.created_ms >= self._delivery_timeout_ms:
+                exc = DeliveryTimeoutError(f"{batch.tp}: gave up after delivery.timeout.ms: {exc}")
+            self._fail(batch, exc or KafkaError(error, f"produce to {batch.tp}"))
+
+    def _succeed(self, batch: ProducerBatch, base_offset: int, log_append_time: int) -> None:
+        self._incomplete.discard(batch)
+        topic, partition = batch.tp
+        for i, fut in enumerate(batch.handles):
+            if not fut.done():
+                offset = base_offset + i if base_offset >= 0 else -1
+                ts = log_append_time if log_append_time >= 0 else batch.timestamps[i]
+                fut.set_result(RecordMetadata(topic, partition, offset, ts))
+
+    def _fail(self, batch: ProducerBatch, exc: Exception) -> None:
+        self._incomplete.discard(batch)
+        for fut in batch.handles:
+            if not fut.done():
+                fut.set_exception(exc)
+                fut.exception()  # marks it retrieved: a fire-and-forget send logs nothing
+
+
+def _awaitable(handle: Any) -> asyncio.Future[Any]:
+    if isinstance(handle, asyncio.Future):
+        return handle
+    return asyncio.wrap_future(handle)
+
+
+def _deliver_to(callback: DeliveryCallback) -> Callable[[asyncio.Future[RecordMetadata]], None]:
+    def done(fut: asyncio.Future[RecordMetadata]) -> None:
+        if fut.cancelled():
+            callback(None, ClientClosedError("send cancelled"))
+        elif fut.exception() is not None:
+            callback(None, fut.exception())  # type: ignore[arg-type]
+        else:
+            callback(fut.result(), None)
+
+    return done

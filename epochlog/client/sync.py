@@ -1,0 +1,354 @@
+"""Blocking facades over the asyncio clients: `Producer`, `Consumer`, `Admin`.
+
+Each facade owns one background thread running an asyncio event loop, on which its asyncio
+client lives; every method hands its work to that loop (`asyncio.run_coroutine_threadsafe`) and
+waits for the result, so the asyncio client is only ever touched from its own loop and needs no
+locks. `Producer.send` does not wait: it normalizes and size-checks the record in the caller's
+thread (so a record over max.request.size raises at once), schedules the append on the loop and
+returns a `concurrent.futures.Future`; delivery callbacks run on the loop thread, as Kafka's Java
+producer runs them on its I/O thread, so they must be quick. When `buffer.memory` is full,
+`send` blocks for up to `max.block.ms`, as in Kafka.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import threading
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any, TypeVar
+
+from epochlog.client.admin import AsyncAdmin, ClusterDescription, NewTopic, TopicDescription
+from epochlog.client.consumer import AsyncConsumer, OffsetAndTimestamp
+from epochlog.client.errors import ClientClosedError, KafkaError
+from epochlog.client.fetch_decoder import ConsumerRecord
+from epochlog.client.metadata import TopicPartition
+from epochlog.client.producer import (
+    AsyncProducer,
+    Bytes,
+    DeliveryCallback,
+    HeadersArg,
+    RecordMetadata,
+    check_record_size,
+    normalize_headers,
+    to_bytes,
+)
+
+T = TypeVar("T")
+
+
+class _LoopThread:
+    """An event loop running forever in a daemon thread."""
+
+    def __init__(self, name: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
+        self._thread.start()
+
+    def run(self, coro: Awaitable[T], timeout: float | None = None) -> T:
+        return asyncio.run_coroutine_threadsafe(_await(coro), self.loop).result(timeout)
+
+    def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run a plain function on the loop and return its result."""
+
+        async def call() -> T:
+            return fn(*args)
+
+        return self.run(call())
+
+    def stop(self) -> None:
+        if self.loop.is_closed():
+            return
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join()
+        self.loop.close()
+
+
+async def _await(aw: Awaitable[T]) -> T:
+    return await aw
+
+
+def _start(name: str, factory: Callable[[], T]) -> tuple[_LoopThread, T]:
+    thread = _LoopThread(name)
+    try:
+        client = thread.call(factory)
+    except BaseException:
+        thread.stop()
+        raise
+    return thread, client
+
+
+class Producer:
+    """A blocking producer; see `AsyncProducer` for behaviour and `send` for threading."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self._thread, self._producer = _start("epochlog-producer", lambda: AsyncProducer(config))
+        self.config = self._producer.config
+        self._max_request_size: int = self.config["max.request.size"]
+        self._buffer_memory: int = self.config["buffer.memory"]
+        self._slow_sends: set[asyncio.Task[None]] = set()  # only touched on the loop
+        self._lock = threading.Lock()
+        self._handoff: collections.deque[tuple] = collections.deque()
+        self._handoff_scheduled = False
+        try:
+            self._thread.run(self._producer.start())
+        except BaseException:
+            self._thread.stop()
+            raise
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def send(
+        self,
+        topic: str,
+        value: Bytes | None = None,
+        key: Bytes | None = None,
+        headers: HeadersArg = None,
+        partition: int | None = None,
+        timestamp: int | None = None,
+        on_delivery: DeliveryCallback | None = None,
+    ) -> concurrent.futures.Future[RecordMetadata]:
+        """Queue a record; the future resolves on the loop thread when it is acknowledged.
+        `on_delivery(metadata, error)` runs on the loop thread too."""
+        if self._thread.loop.is_closed():
+            raise ClientClosedError("producer is closed")
+        key_b, value_b = to_bytes(key, "key"), to_bytes(value, "value")
+        hdrs = normalize_headers(headers)
+        check_record_size(key_b, value_b, hdrs, self._max_request_size)
+        if self._producer.buffered_bytes > self._buffer_memory:
+            self._thread.run(self._producer.ready_for(topic))
+        result: concurrent.futures.Future[RecordMetadata] = concurrent.futures.Future()
+        if on_delivery is not None:
+            result.add_done_callback(_deliver_to(on_delivery))
+        with self._lock:
+            self._handoff.append((topic, value_b, key_b, hdrs, partition, timestamp, result))
+            schedule = not self._handoff_scheduled
+            self._handoff_scheduled = True
+        if schedule:  # one loop wakeup per burst of sends, not one per record
+            self._thread.loop.call_soon_threadsafe(self._drain_handoff)
+        return result
+
+    def _drain_handoff(self) -> None:
+        """On the loop: append every record handed over since the last drain, in order."""
+        with self._lock:
+            items = list(self._handoff)
+            self._handoff.clear()
+            self._handoff_scheduled = False
+        producer = self._producer
+        for item in items:
+            topic, result = item[0], item[-1]
+            if self._slow_sends or producer._net.cluster.partition_count(topic) is None:
+                self._send_later(item)  # keep order behind sends still waiting for metadata
+                continue
+            try:
+                producer.append(*item)
+            except Exception as exc:
+                result.set_exception(exc)
+
+    def _send_later(self, item: tuple) -> None:
+        producer = self._producer
+        previous = list(self._slow_sends)
+
+        async def later() -> None:
+            if previous:
+                await asyncio.gather(*previous, return_exceptions=True)
+            try:
+                await producer.ready_for(item[0])
+                producer.append(*item)
+            except Exception as exc:
+                item[-1].set_exception(exc)
+
+        task = self._thread.loop.create_task(later())
+        self._slow_sends.add(task)
+        task.add_done_callback(self._slow_sends.discard)
+
+    async def _settle_sends(self) -> None:
+        """Wait for sends still waiting for their topic's metadata (so flush covers them)."""
+        while self._slow_sends:
+            await asyncio.gather(*self._slow_sends, return_exceptions=True)
+
+    def send_and_wait(
+        self,
+        topic: str,
+        value: Bytes | None = None,
+        key: Bytes | None = None,
+        headers: HeadersArg = None,
+        partition: int | None = None,
+        timestamp: int | None = None,
+        timeout: float | None = None,
+    ) -> RecordMetadata:
+        return self.send(topic, value, key, headers, partition, timestamp).result(timeout)
+
+    def flush(self, timeout: float | None = None) -> None:
+        async def flush() -> None:
+            await asyncio.wait_for(self._settle_sends(), timeout)
+            await self._producer.flush(timeout)
+
+        self._thread.run(flush())
+
+    def partitions_for(self, topic: str) -> list[int]:
+        return self._thread.run(self._producer.partitions_for(topic))
+
+    def close(self, timeout: float | None = None) -> None:
+        if self._thread.loop.is_closed():
+            return
+
+        async def close() -> None:
+            try:
+                await asyncio.wait_for(self._settle_sends(), timeout)
+            finally:
+                await self._producer.close(timeout)
+
+        try:
+            self._thread.run(close())
+        finally:
+            self._thread.stop()
+
+
+class Consumer:
+    """A blocking consumer with manual assignment; see `AsyncConsumer`."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self._thread, self._consumer = _start("epochlog-consumer", lambda: AsyncConsumer(config))
+        self.config = self._consumer.config
+        try:
+            self._thread.run(self._consumer.start())
+        except BaseException:
+            self._thread.stop()
+            raise
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def assign(self, partitions: Iterable[tuple[str, int]]) -> None:
+        self._thread.call(self._consumer.assign, list(partitions))
+
+    def assignment(self) -> set[TopicPartition]:
+        return self._thread.call(self._consumer.assignment)
+
+    def seek(self, tp: tuple[str, int], offset: int) -> None:
+        self._thread.call(self._consumer.seek, tp, offset)
+
+    def seek_to_beginning(self, partitions: Iterable[tuple[str, int]] | None = None) -> None:
+        parts = None if partitions is None else list(partitions)
+        self._thread.call(self._consumer.seek_to_beginning, parts)
+
+    def seek_to_end(self, partitions: Iterable[tuple[str, int]] | None = None) -> None:
+        parts = None if partitions is None else list(partitions)
+        self._thread.call(self._consumer.seek_to_end, parts)
+
+    def position(self, tp: tuple[str, int], timeout: float | None = None) -> int:
+        return self._thread.run(self._consumer.position(tp, timeout))
+
+    def offsets_for_times(
+        self, timestamps: Mapping[tuple[str, int], int], timeout: float | None = None
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        return self._thread.run(self._consumer.offsets_for_times(dict(timestamps), timeout))
+
+    def beginning_offsets(
+        self, partitions: Iterable[tuple[str, int]], timeout: float | None = None
+    ) -> dict[TopicPartition, int]:
+        return self._thread.run(self._consumer.beginning_offsets(list(partitions), timeout))
+
+    def end_offsets(
+        self, partitions: Iterable[tuple[str, int]], timeout: float | None = None
+    ) -> dict[TopicPartition, int]:
+        return self._thread.run(self._consumer.end_offsets(list(partitions), timeout))
+
+    def poll(self, timeout: float = 0.0) -> list[ConsumerRecord]:
+        return self._thread.run(self._consumer.poll(timeout))
+
+    def close(self) -> None:
+        if self._thread.loop.is_closed():
+            return
+        try:
+            self._thread.run(self._consumer.close())
+        finally:
+            self._thread.stop()
+
+
+class Admin:
+    """A blocking admin client; see `AsyncAdmin`."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self._thread, self._admin = _start("epochlog-admin", lambda: AsyncAdmin(config))
+        self.config = self._admin.config
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = -1,
+        replication_factor: int = -1,
+        configs: Mapping[str, str] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> None:
+        self._thread.run(
+            self._admin.create_topic(name, partitions, replication_factor, configs, timeout=timeout)
+        )
+
+    def create_topics(
+        self,
+        topics: Iterable[NewTopic],
+        *,
+        validate_only: bool = False,
+        timeout: float | None = None,
+    ) -> dict[str, KafkaError | None]:
+        return self._thread.run(
+            self._admin.create_topics(list(topics), validate_only=validate_only, timeout=timeout)
+        )
+
+    def delete_topic(self, name: str, *, timeout: float | None = None) -> None:
+        self._thread.run(self._admin.delete_topic(name, timeout=timeout))
+
+    def delete_topics(
+        self, names: Iterable[str], *, timeout: float | None = None
+    ) -> dict[str, KafkaError | None]:
+        return self._thread.run(self._admin.delete_topics(list(names), timeout=timeout))
+
+    def list_topics(
+        self, *, include_internal: bool = False, timeout: float | None = None
+    ) -> list[str]:
+        return self._thread.run(
+            self._admin.list_topics(include_internal=include_internal, timeout=timeout)
+        )
+
+    def describe_topics(
+        self, names: Iterable[str], *, timeout: float | None = None
+    ) -> dict[str, TopicDescription]:
+        return self._thread.run(self._admin.describe_topics(list(names), timeout=timeout))
+
+    def describe_cluster(self, *, timeout: float | None = None) -> ClusterDescription:
+        return self._thread.run(self._admin.describe_cluster(timeout=timeout))
+
+    def close(self) -> None:
+        if self._thread.loop.is_closed():
+            return
+        try:
+            self._thread.run(self._admin.close())
+        finally:
+            self._thread.stop()
+
+
+def _deliver_to(
+    callback: DeliveryCallback,
+) -> Callable[[concurrent.futures.Future[RecordMetadata]], None]:
+    def done(fut: concurrent.futures.Future[RecordMetadata]) -> None:
+        error = fut.exception()
+        callback(None if error is not None else fut.result(), error)  # type: ignore[arg-type]
+
+    return done
