@@ -84,6 +84,12 @@ DEFINITIONS: dict[str, Definition] = {
     "log.index.size.max.bytes": Definition("int", 10485760, "", _at_least(4)),
     "log.flush.interval.messages": Definition("long", INT64_MAX, "", _at_least(1)),
     "log.flush.interval.ms": Definition("long", None),
+    "log.flush.offset.checkpoint.interval.ms": Definition(
+        "int", 60000, "recovery-point checkpoint interval", _at_least(1)
+    ),
+    "log.flush.start.offset.checkpoint.interval.ms": Definition(
+        "int", 60000, "log-start-offset checkpoint interval", _at_least(1)
+    ),
     "log.message.timestamp.type": Definition(
         "string", "CreateTime", "", _one_of("CreateTime", "LogAppendTime")
     ),

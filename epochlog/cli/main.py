@@ -1,31 +1,121 @@
-"""The `epochlog` command."""
+"""The `epochlog` command: local clusters, brokers, topics, console producer and consumer.
+
+Local-cluster commands (`up`, `down`, `status`, `broker stop|kill|start|bounce ID`) work on the
+cluster directory (`--dir`, default `./.epochlog`). Commands that talk to brokers take
+`--bootstrap-server`, or find the local cluster's brokers through `--dir`.
+"""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import sys
-from pathlib import Path
 
 from rich.console import Console
 from rich.logging import RichHandler
 
+DEFAULT_DIR = ".epochlog"
+
+
+def _add_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dir", default=DEFAULT_DIR, help=f"cluster directory ({DEFAULT_DIR})")
+
+
+def _add_bootstrap(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--bootstrap-server", help="host:port[,host:port] of the cluster")
+    _add_dir(parser)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="epochlog", description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    up = sub.add_parser("up", help="start a local cluster: ZooKeeper + N brokers")
+    up.add_argument("--brokers", type=int, default=3)
+    up.add_argument("--zookeeper", help="use this ZooKeeper (HOST:PORT) instead of starting one")
+    up.add_argument(
+        "--config", action="append", default=[], metavar="KEY=VALUE", help="broker setting"
+    )
+    _add_dir(up)
+
+    down = sub.add_parser("down", help="stop the local cluster")
+    _add_dir(down)
+
+    status = sub.add_parser("status", help="controller, brokers and partitions")
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.add_argument("--zookeeper", help="read this ZooKeeper instead of the local cluster's")
+    _add_dir(status)
+
+    broker = sub.add_parser("broker", help="run or operate brokers")
+    broker_sub = broker.add_subparsers(dest="broker_command", required=True)
+    start = broker_sub.add_parser("start", help="start a broker (foreground with --config)")
+    start.add_argument("id", nargs="?", type=int, help="local-cluster broker id")
+    start.add_argument("--config", help="server.properties: run this broker in the foreground")
+    _add_dir(start)
+    for name, text in (
+        ("stop", "controlled shutdown (SIGTERM)"),
+        ("kill", "crash (SIGKILL)"),
+        ("bounce", "stop, then start again"),
+    ):
+        op = broker_sub.add_parser(name, help=text)
+        op.add_argument("id", type=int)
+        _add_dir(op)
+
+    topics = sub.add_parser("topics", help="create, list, describe, delete topics")
+    topics_sub = topics.add_subparsers(dest="topics_command", required=True)
+    create = topics_sub.add_parser("create")
+    create.add_argument("--topic", required=True)
+    create.add_argument("--partitions", type=int, default=-1)
+    create.add_argument("--replication-factor", type=int, default=-1)
+    create.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
+    _add_bootstrap(create)
+    listing = topics_sub.add_parser("list")
+    _add_bootstrap(listing)
+    describe = topics_sub.add_parser("describe")
+    describe.add_argument("--topic")
+    _add_bootstrap(describe)
+    delete = topics_sub.add_parser("delete")
+    delete.add_argument("--topic", required=True)
+    _add_bootstrap(delete)
+
+    produce = sub.add_parser("produce", help="console producer: one record per stdin line")
+    produce.add_argument("topic")
+    produce.add_argument("--key-separator", help="split each line into key and value at this")
+    produce.add_argument("--acks", default="all")
+    _add_bootstrap(produce)
+
+    consume = sub.add_parser("consume", help="console consumer")
+    consume.add_argument("topic")
+    consume.add_argument("--from-beginning", action="store_true")
+    consume.add_argument("--max-messages", type=int)
+    consume.add_argument("--timeout-ms", type=int, help="exit after this long without records")
+    consume.add_argument("--print-key", action="store_true")
+    _add_bootstrap(consume)
+
+    demo = sub.add_parser("demo", help="run the demo and print a summary")
+    demo.add_argument("--storage", action="store_true", help="the storage crash-recovery demo")
+    _add_dir(demo)
+    return parser
+
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="epochlog", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="run the demo and print a summary")
-    demo.add_argument("--dir", default=".epochlog", help="working directory (default .epochlog)")
-    args = parser.parse_args(argv)
-    console = Console()
+    args = build_parser().parse_args(argv)
+    console = Console(stderr=False)
     logging.basicConfig(
-        level=logging.WARNING, format="%(message)s", handlers=[RichHandler(console=console)]
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(message)s",
+        handlers=[RichHandler(console=Console(stderr=True), show_path=False)],
     )
-    if args.command == "demo":
-        from epochlog.cli.storage_demo import run
+    from epochlog.cli import commands
 
-        return 0 if run(Path(args.dir), console) else 1
-    return 2
+    try:
+        return commands.run(args, console)
+    except commands.CommandError as exc:
+        Console(stderr=True).print(f"[bold red]error:[/] {exc}")
+        return 2
+    except KeyboardInterrupt:
+        return 130
 
 
 if __name__ == "__main__":

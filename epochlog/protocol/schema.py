@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal
 
 FIXED_TYPES: dict[str, str] = {
@@ -116,7 +117,7 @@ class Field:
     flexible: Versions | None = None  # None: follow the message
     about: str = ""
 
-    @property
+    @cached_property
     def attr(self) -> str:
         """The Python attribute name: Kafka's CamelCase in snake_case."""
         return snake_case(self.name)

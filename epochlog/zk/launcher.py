@@ -31,14 +31,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-from epochlog.processes import die_with_parent as _die_with_parent
+from epochlog.processes import spawn
 
 ZOOKEEPER_CONF_DIR = "/etc/zookeeper/conf"
 ZOOKEEPER_JAR_CANDIDATES = ("/usr/share/java/zookeeper.jar",)
 LOG4J_JARS = ("/usr/share/java/slf4j-log4j12.jar", "/usr/share/java/log4j-1.2.jar")
 MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 INSTALL_HINT = "install Debian's ZooKeeper: `sudo apt-get install zookeeper` (or run `make setup`)"
-
 
 
 class ZooKeeperNotInstalledError(RuntimeError):
@@ -230,13 +229,13 @@ class ZooKeeperServer:
         if self.config.my_id is not None:
             (self.config.data_dir / "myid").write_text(f"{self.config.my_id}\n")
         with open(self.log_dir / "zookeeper.out", "ab") as out:
-            self._process = subprocess.Popen(
+            self._process = spawn(
                 cmd,
+                die_with_parent_process=self.die_with_parent,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 cwd=self.base_dir,
-                preexec_fn=_die_with_parent(os.getpid()) if self.die_with_parent else None,
             )
         if wait:
             try:

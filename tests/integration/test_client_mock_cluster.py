@@ -33,6 +33,7 @@ from epochlog.client import (
     partition_for_key,
 )
 from epochlog.client.fetch_decoder import ConsumerRecord
+from epochlog.processes import spawn
 
 MOCK_TOOL = "/work/shared/tools/librdkafka_mock_cluster.py"
 PARTITIONS = 4  # the mock auto-creates topics with 4 partitions
@@ -40,7 +41,7 @@ PARTITIONS = 4  # the mock auto-creates topics with 4 partitions
 
 @pytest.fixture(scope="module")
 def bootstrap() -> Iterator[str]:
-    proc = subprocess.Popen(
+    proc = spawn(
         [sys.executable, MOCK_TOOL, "3", "seed", str(PARTITIONS), "3"],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

@@ -211,7 +211,7 @@ def test_controlled_shutdown_moves_leadership_and_stops_followers() -> None:
     assert remaining_leaderships(ctx, 1) == []
     requests = requests_by_broker(ctx, plan)
     stop = requests[1][ApiKey.STOP_REPLICA].body
-    assert not stop.delete_partitions
+    assert not any(p.delete_partition for p in stop.topic_states[0].partition_states)
     assert {p.partition_index for p in stop.topic_states[0].partition_states} == {1, 2}
 
 
@@ -222,8 +222,9 @@ def test_topic_deletion_stops_and_deletes_every_replica() -> None:
     requests = requests_by_broker(ctx, plan)
     for b in (1, 2, 3):
         stop = requests[b][ApiKey.STOP_REPLICA].body
-        assert stop.delete_partitions
-        assert all(p.leader_epoch == -2 for p in stop.topic_states[0].partition_states)
+        states = stop.topic_states[0].partition_states
+        assert all(p.delete_partition and p.leader_epoch == -2 for p in states)
+        assert requests[b][ApiKey.STOP_REPLICA].build(1).delete_partitions  # v1-2 layout
         metadata = requests[b][ApiKey.UPDATE_METADATA].body
         leaders = {p.leader for p in metadata.topic_states[0].partition_states}
         assert leaders == {LEADER_DURING_DELETE}

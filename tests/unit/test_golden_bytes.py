@@ -142,7 +142,13 @@ def test_leader_and_isr_v2_request() -> None:
         ],
     )
     partition = (
-        i32(0) + i32(2) + i32(1) + i32(5) + int32s([1, 2]) + i32(7) + int32s([1, 2, 3])
+        i32(0)
+        + i32(2)
+        + i32(1)
+        + i32(5)
+        + int32s([1, 2])
+        + i32(7)
+        + int32s([1, 2, 3])
         + boolean(True)
     )
     expected = (
@@ -403,8 +409,12 @@ def test_fetch_v15_tags_are_written_in_ascending_order() -> None:
     replica_state = i32(2) + i64(7) + NO_TAGS
     tagged = (
         uv(2)
-        + uv(0) + uv(len(cluster_id)) + cluster_id
-        + uv(1) + uv(len(replica_state)) + replica_state
+        + uv(0)
+        + uv(len(cluster_id))
+        + cluster_id
+        + uv(1)
+        + uv(len(replica_state))
+        + replica_state
     )
     check(req, 15, _fetch_v15_body() + tagged)
 
@@ -459,8 +469,7 @@ def _metadata_response(error_code: int) -> MetadataResponse:
 
 def _metadata_v13_prefix() -> bytes:
     partition = (
-        i16(0) + i32(0) + i32(1) + i32(3) + cint32s([1, 2]) + cint32s([1]) + cint32s([2])
-        + NO_TAGS
+        i16(0) + i32(0) + i32(1) + i32(3) + cint32s([1, 2]) + cint32s([1]) + cint32s([2]) + NO_TAGS
     )
     topic = (
         i16(0)
@@ -546,8 +555,12 @@ def test_api_versions_v3_response_with_tagged_features() -> None:
         + carray([i16(18) + i16(0) + i16(4) + NO_TAGS])
         + i32(0)
         + uv(2)
-        + uv(0) + uv(23) + features  # tag 0 SupportedFeatures
-        + uv(1) + uv(8) + i64(5)  # tag 1 FinalizedFeaturesEpoch
+        + uv(0)
+        + uv(23)
+        + features  # tag 0 SupportedFeatures
+        + uv(1)
+        + uv(8)
+        + i64(5)  # tag 1 FinalizedFeaturesEpoch
     )
     check(resp, 3, expected)
 

@@ -1,0 +1,253 @@
+"""Produce and consume throughput with confluent-kafka: epochlog against librdkafka's mock cluster.
+
+In one run, on the same machine, with the same client settings:
+- epochlog: a local 3-broker cluster (real ZooKeeper, real broker processes, real disk);
+- anchor 1: librdkafka's in-memory mock cluster (`shared/tools/librdkafka_mock_cluster.py`);
+- anchor 2: a raw loopback socket pump (the machine's ceiling for moving bytes between processes).
+
+Each target gets a 16-partition topic with replication factor 1 (`--rf` to change), and N
+records of 100 bytes and of 1 KiB are produced with acks=all and read back with assign().
+Targets from the issue: produce >= 1.0x the mock's msg/s, consume >= 2x the mock's msg/s.
+
+Run: `.venv/bin/python bench/throughput.py [--messages 200000] [--rf 1]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import confluent_kafka  # noqa: E402
+from rich.console import Console  # noqa: E402
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from epochlog.processes import spawn  # noqa: E402
+from epochlog.testing.cluster import LocalCluster  # noqa: E402
+
+MOCK = Path(__file__).resolve().parents[2] / "shared" / "tools" / "librdkafka_mock_cluster.py"
+PARTITIONS = 16
+console = Console(width=130)
+
+
+def raw_pump_mb_s(total_bytes: int = 1 << 30, chunk: int = 1 << 20) -> float:
+    """MB/s of one TCP stream over loopback between this process and a child process."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+    reader = spawn(
+        [
+            sys.executable,
+            "-c",
+            "import socket,sys\n"
+            f"s=socket.create_connection(('127.0.0.1',{port}))\n"
+            "n=0\n"
+            "while True:\n"
+            "    b=s.recv(1<<20)\n"
+            "    if not b: break\n"
+            "    n+=len(b)\n"
+            "print(n)\n",
+        ],
+        stdout=subprocess.PIPE,
+    )
+    conn, _ = server.accept()
+    data = b"x" * chunk
+    start = time.perf_counter()
+    sent = 0
+    while sent < total_bytes:
+        conn.sendall(data)
+        sent += chunk
+    conn.shutdown(socket.SHUT_WR)
+    received = int(reader.communicate()[0])
+    elapsed = time.perf_counter() - start
+    conn.close()
+    server.close()
+    assert received == sent
+    return sent / elapsed / 1e6
+
+
+def produce(bootstrap: str, topic: str, n: int, size: int, progress: Progress) -> float:
+    producer = confluent_kafka.Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "linger.ms": 5,
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
+    producer.list_topics(topic, timeout=10)  # metadata first: not timed
+    value = os.urandom(size)
+    task = progress.add_task(f"produce {size} B", total=n)
+    failed = []
+    delivered = [0]
+
+    def on_delivery(err: object, _msg: object) -> None:
+        if err is not None:
+            failed.append(err)
+        delivered[0] += 1
+
+    start = time.perf_counter()
+    for i in range(n):
+        while True:
+            try:
+                producer.produce(topic, value, key=str(i % 1000).encode(), on_delivery=on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.01)
+        if i % 10000 == 0:
+            producer.poll(0)
+            progress.update(task, completed=delivered[0])
+    remaining = producer.flush(120)
+    elapsed = time.perf_counter() - start
+    progress.update(task, completed=n)
+    if remaining or failed:
+        raise RuntimeError(f"{remaining} undelivered, {len(failed)} failed: {failed[:3]}")
+    return n / elapsed
+
+
+def consume(bootstrap: str, topic: str, n: int, size: int, progress: Progress) -> float:
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench",
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 52428800,
+            "max.partition.fetch.bytes": 1048576,
+        }
+    )
+    consumer.assign(
+        [
+            confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING)
+            for p in range(PARTITIONS)
+        ]
+    )
+    task = progress.add_task(f"consume {size} B", total=n)
+    seen = 0
+    start = time.perf_counter()
+    while seen < n:
+        for message in consumer.consume(num_messages=10000, timeout=1.0):
+            if message.error() is None:
+                seen += 1
+        progress.update(task, completed=seen)
+        if time.perf_counter() - start > 300:
+            raise RuntimeError(f"consumed only {seen} of {n} in 300 s")
+    elapsed = time.perf_counter() - start
+    consumer.close()
+    return n / elapsed
+
+
+def start_mock(rf: int) -> tuple[subprocess.Popen[str], str]:
+    process = spawn(
+        [sys.executable, str(MOCK), "3", "bench-0", str(PARTITIONS), str(rf)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    bootstrap = process.stdout.readline().strip()
+    return process, bootstrap
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=200_000)
+    parser.add_argument("--rf", type=int, default=1)
+    args = parser.parse_args()
+    n = args.messages
+    sizes = (100, 1024)
+    # The mock keeps at most 5 MiB per partition: 1 KiB runs stay under that.
+    counts = {100: n, 1024: min(n, 60_000)}
+    results: dict[tuple[str, int], tuple[float, float]] = {}
+
+    console.print("[dim]measuring the raw loopback pump ...[/dim]")
+    pump = raw_pump_mb_s()
+
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed:,}"),
+        TimeElapsedColumn(),
+        console=console,
+    ) as progress:
+        for size in sizes:
+            # a fresh mock per size: its topic then holds exactly this run's records
+            mock, mock_bootstrap = start_mock(args.rf)
+            try:
+                count = counts[size]
+                p = produce(mock_bootstrap, "bench-0", count, size, progress)
+                c = consume(mock_bootstrap, "bench-0", count, size, progress)
+                results[("librdkafka mock", size)] = (p, c)
+            finally:
+                mock.send_signal(signal.SIGTERM)
+                mock.wait()
+
+        with tempfile.TemporaryDirectory(prefix="epochlog-bench-") as tmp:
+            cluster = LocalCluster(
+                tmp,
+                3,
+                broker_config={"num.partitions": PARTITIONS, "default.replication.factor": args.rf},
+            )
+            cluster.start()
+            try:
+                from epochlog.client import Admin
+
+                with Admin({"bootstrap.servers": cluster.bootstrap_servers}) as admin:
+                    for i in range(len(sizes)):
+                        admin.create_topic(f"bench-{i}", PARTITIONS, args.rf)
+                for i, size in enumerate(sizes):
+                    topic = f"bench-{i}"
+                    count = counts[size]
+                    p = produce(cluster.bootstrap_servers, topic, count, size, progress)
+                    c = consume(cluster.bootstrap_servers, topic, count, size, progress)
+                    results[("epochlog", size)] = (p, c)
+            finally:
+                cluster.close()
+
+    table = Table(
+        title=f"throughput with confluent-kafka {confluent_kafka.version()[0]}: "
+        f"{counts[100]:,} x 100 B and {counts[1024]:,} x 1 KiB records, acks=all, "
+        f"RF {args.rf}, {PARTITIONS} partitions"
+    )
+    for column in (
+        "target",
+        "record",
+        "produce msg/s",
+        "produce MB/s",
+        "consume msg/s",
+        "consume MB/s",
+        "produce vs mock",
+        "consume vs mock",
+        "consume vs pump",
+    ):
+        table.add_column(column, justify="left" if column in ("target", "record") else "right")
+    for (target, size), (p, c) in results.items():
+        mock_p, mock_c = results[("librdkafka mock", size)]
+        table.add_row(
+            target,
+            f"{size} B",
+            f"{p:,.0f}",
+            f"{p * size / 1e6:,.1f}",
+            f"{c:,.0f}",
+            f"{c * size / 1e6:,.1f}",
+            f"{p / mock_p:.2f}x",
+            f"{c / mock_c:.2f}x",
+            f"{c * size / 1e6 / pump:.3f}",
+        )
+    table.add_row(
+        "raw loopback pump", "1 MiB chunks", "", f"{pump:,.0f}", "", f"{pump:,.0f}", "", "", "1.000"
+    )
+    console.print(table)
+    console.print("[dim]targets (RF 1): produce >= 1.0x mock msg/s; consume >= 2x mock msg/s[/dim]")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,166 @@
+"""The produce path: leader appends with acks 0, 1 or -1 (all).
+
+`append_records` takes the partitions of one Produce request. Each partition is looked up
+(UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER), its records validated
+(`produce_validation`), checked against the producer state (idempotence) and appended by the
+partition; a failure touches that partition only. With acks 0 or 1 the results are final at
+once. With acks=all the request then waits in the produce purgatory (`DelayedProduce`) until
+the HW of every appended partition passes its last offset: the followers have it. With the ISR
+being just the leader that is immediately. A partition that loses leadership meanwhile answers
+NOT_LEADER_OR_FOLLOWER; one whose ISR fell below min.insync.replicas by then answers
+NOT_ENOUGH_REPLICAS_AFTER_APPEND; one still waiting when the request's timeout expires answers
+REQUEST_TIMED_OUT (the records may still become committed, as in Kafka).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from epochlog.broker.delayed import DelayedOperation, resolve
+from epochlog.broker.partition import PartitionError
+from epochlog.broker.partition_rules import enough_replicas
+from epochlog.broker.produce_validation import ProduceValidationError, validate_partition_records
+from epochlog.broker.replica_manager import ReplicaManager, TopicPartition, now_ms
+from epochlog.protocol.errors import CorruptRecordError, ErrorCode, InvalidRecordError
+from epochlog.storage import StorageError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class ProducePartitionResult:
+    error: ErrorCode = ErrorCode.NONE
+    message: str | None = None
+    base_offset: int = -1
+    last_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+
+
+def append_to_leader(
+    rm: ReplicaManager,
+    key: TopicPartition,
+    records: bytes | None,
+    required_acks: int,
+    version: int,
+    now: int,
+) -> ProducePartitionResult:
+    """Append one partition's batch as leader; errors become the partition's result."""
+    topic, index = key
+    try:
+        partition = rm.partition_or_error(topic, index)
+        header = validate_partition_records(
+            records,
+            version=version,
+            max_message_bytes=partition.log.config.max_message_bytes,
+            where=partition.name,
+        )
+        assert records is not None
+        result = partition.append_records_as_leader(
+            records, header, required_acks, rm.min_insync_replicas, now
+        )
+    except (PartitionError, ProduceValidationError, StorageError) as exc:
+        level = logging.WARNING if exc.error_code in _LOUD else logging.DEBUG
+        log.log(level, "produce to %s-%d: %s", topic, index, exc)
+        return ProducePartitionResult(exc.error_code, str(exc))
+    except (CorruptRecordError, InvalidRecordError) as exc:
+        log.warning("produce to %s-%d: %s", topic, index, exc)
+        return ProducePartitionResult(exc.error_code, str(exc))
+    except OSError as exc:
+        log.error("produce to %s-%d: cannot write the log: %s", topic, index, exc)
+        return ProducePartitionResult(ErrorCode.KAFKA_STORAGE_ERROR, f"log write failed: {exc}")
+    if not result.duplicate:
+        rm.on_leader_append(key, result.high_watermark_moved)
+    return ProducePartitionResult(
+        base_offset=result.first_offset,
+        last_offset=result.last_offset,
+        log_append_time=result.log_append_time,
+        log_start_offset=result.log_start_offset,
+    )
+
+
+_LOUD = frozenset(
+    {
+        ErrorCode.CORRUPT_MESSAGE,
+        ErrorCode.INVALID_RECORD,
+        ErrorCode.MESSAGE_TOO_LARGE,
+        ErrorCode.RECORD_LIST_TOO_LARGE,
+        ErrorCode.KAFKA_STORAGE_ERROR,
+    }
+)
+
+
+class DelayedProduce(DelayedOperation):
+    """Waits until each partition's HW reaches its required offset (last offset + 1)."""
+
+    def __init__(
+        self,
+        timeout_ms: int,
+        rm: ReplicaManager,
+        required_offsets: dict[TopicPartition, int],
+        results: dict[TopicPartition, ProducePartitionResult],
+        future: asyncio.Future[dict[TopicPartition, ProducePartitionResult]],
+    ) -> None:
+        super().__init__(timeout_ms)
+        self.rm = rm
+        self.pending = dict(required_offsets)
+        self.results = results
+        self.future = future
+
+    def try_complete(self) -> bool:
+        for key, required in list(self.pending.items()):
+            partition = self.rm.get_partition(*key)
+            if partition is None or not partition.is_leader:
+                self.results[key].error = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                self.results[key].message = "leadership moved before the append was replicated"
+                del self.pending[key]
+            elif partition.high_watermark >= required:
+                if not enough_replicas(len(partition.isr), self.rm.min_insync_replicas):
+                    self.results[key].error = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                    self.results[key].message = (
+                        f"ISR {list(partition.isr)} shrank below min.insync.replicas "
+                        f"{self.rm.min_insync_replicas}"
+                    )
+                del self.pending[key]
+        if not self.pending:
+            return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        for key in self.pending:
+            self.results[key].error = ErrorCode.REQUEST_TIMED_OUT
+            self.results[key].message = "the append was not replicated within the timeout"
+        resolve(self.future, self.results)
+
+
+async def append_records(
+    rm: ReplicaManager,
+    *,
+    timeout_ms: int,
+    required_acks: int,
+    entries: list[tuple[TopicPartition, bytes | None]],
+    version: int,
+) -> dict[TopicPartition, ProducePartitionResult]:
+    """Append every partition; with acks=all, wait until they are replicated."""
+    now = now_ms()
+    results = {
+        key: append_to_leader(rm, key, records, required_acks, version, now)
+        for key, records in entries
+    }
+    if required_acks != -1:
+        return results
+    required = {
+        key: result.last_offset + 1
+        for key, result in results.items()
+        if result.error is ErrorCode.NONE
+    }
+    if not required:
+        return results
+    future: asyncio.Future[dict[TopicPartition, ProducePartitionResult]] = (
+        asyncio.get_running_loop().create_future()
+    )
+    op = DelayedProduce(timeout_ms, rm, required, results, future)
+    rm.produce_purgatory.try_complete_else_watch(op, list(required))
+    return await future

@@ -1,0 +1,159 @@
+"""A broker's data plane, assembled: log manager, metadata cache, replica manager, handlers,
+network server. ZooKeeper and the controller are outside it, injected as collaborators.
+
+    broker = Broker(config, cluster_id=..., controller=gateway, auto_creator=creator,
+                    producer_ids=source, epoch_holder=holder)
+    await broker.start()   # loads the logs, starts the background tasks, listens
+    ...                    # registration feeds holder.set(epoch); the controller sends
+                           # LeaderAndIsr / UpdateMetadata to broker.advertised_endpoints
+    await broker.stop()    # stops serving, checkpoints, flushes and closes the logs
+
+Without collaborators it runs alone (tests): never the controller, no auto-creation, producer
+ids from a local counter, broker epoch -1 until someone sets one. `start` loads the logs in a
+worker thread (recovery after a crash can take a while) so the event loop stays responsive.
+Listeners with port 0 get a free port; `advertised_endpoints` reports the real ones, so
+register the broker after `start`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+
+from epochlog.broker.collaborators import (
+    BrokerEpochHolder,
+    ControllerGateway,
+    LocalProducerIdSource,
+    NoController,
+    ProducerIdSource,
+    TopicAutoCreator,
+)
+from epochlog.broker.config import BrokerConfig
+from epochlog.broker.eventloop import loop_name
+from epochlog.broker.handlers import BrokerServices
+from epochlog.broker.metadata_cache import BrokerEndpoint, MetadataCache
+from epochlog.broker.replica_manager import ReplicaManager
+from epochlog.broker.server import KafkaServer
+from epochlog.broker.transmit import SendMode
+from epochlog.storage import LogConfig, LogManager
+
+log = logging.getLogger(__name__)
+
+SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+
+
+def log_config_from(config: BrokerConfig) -> LogConfig:
+    """The default topic config from the broker's log.* settings."""
+    return LogConfig(
+        segment_bytes=config["log.segment.bytes"],
+        segment_ms=config.roll_ms,
+        segment_index_bytes=config["log.index.size.max.bytes"],
+        index_interval_bytes=config["log.index.interval.bytes"],
+        retention_ms=config.retention_ms,
+        retention_bytes=config["log.retention.bytes"],
+        max_message_bytes=config["message.max.bytes"],
+        flush_interval_messages=config["log.flush.interval.messages"],
+        message_timestamp_type=config["log.message.timestamp.type"],
+    )
+
+
+class Broker:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        cluster_id: str | None = None,
+        controller: ControllerGateway | None = None,
+        auto_creator: TopicAutoCreator | None = None,
+        producer_ids: ProducerIdSource | None = None,
+        epoch_holder: BrokerEpochHolder | None = None,
+        send_mode: SendMode = SendMode.DIRECT,
+    ) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.cluster_id = cluster_id
+        self.epoch_holder = epoch_holder or BrokerEpochHolder()
+        self.metadata_cache = MetadataCache()
+        self.log_manager = LogManager(config.log_dirs, log_config_from(config))
+        self.replica_manager = ReplicaManager(
+            broker_id=self.broker_id,
+            config=config,
+            log_manager=self.log_manager,
+            metadata_cache=self.metadata_cache,
+            epoch_holder=self.epoch_holder,
+        )
+        self.services = BrokerServices(
+            broker_id=self.broker_id,
+            cluster_id=cluster_id,
+            config=config,
+            metadata_cache=self.metadata_cache,
+            replica_manager=self.replica_manager,
+            log_manager=self.log_manager,
+            epoch_holder=self.epoch_holder,
+            controller=controller or NoController(),
+            auto_creator=auto_creator,
+            producer_ids=producer_ids or LocalProducerIdSource(),
+            rack=config["broker.rack"],
+        )
+        self.server = KafkaServer(
+            self.services,
+            max_request_bytes=config["socket.request.max.bytes"],
+            send_mode=send_mode,
+        )
+        self._started = False
+
+    @property
+    def advertised_endpoints(self) -> tuple[BrokerEndpoint, ...]:
+        """Where clients reach this broker, with the bound ports (valid after `start`)."""
+        return self.services.endpoints
+
+    @property
+    def port(self) -> int:
+        return self.services.endpoints[0].port
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self.log_manager.startup, self.broker_id, self.cluster_id)
+        try:
+            self.replica_manager.startup()
+            bound: dict[str, int] = {}
+            for endpoint in self.config.listeners:
+                bound[endpoint.listener] = await self.server.listen(
+                    endpoint.listener, endpoint.host, endpoint.port
+                )
+        except BaseException:
+            await self.replica_manager.shutdown()
+            await self.server.stop()
+            self.log_manager.shutdown()
+            raise
+        advertised = []
+        for endpoint in self.config.advertised_listeners:
+            port = endpoint.port or bound.get(endpoint.listener, 0)
+            host = endpoint.host if endpoint.host not in ("", "0.0.0.0", "::") else socket.getfqdn()
+            advertised.append(
+                BrokerEndpoint(
+                    endpoint.listener,
+                    host,
+                    port,
+                    SECURITY_PROTOCOLS.get(endpoint.listener, 0),
+                )
+            )
+        self.services.endpoints = tuple(advertised)
+        self._started = True
+        log.info(
+            "broker %d serving on %s (%s loop)",
+            self.broker_id,
+            ", ".join(f"{e.listener}://{e.host}:{e.port}" for e in advertised),
+            loop_name(loop),
+        )
+
+    async def stop(self) -> None:
+        """Stop serving, answer waiting requests, checkpoint the HWs, close the logs cleanly."""
+        if not self._started:
+            return
+        self._started = False
+        await self.server.stop()
+        await self.replica_manager.shutdown()
+        await asyncio.get_running_loop().run_in_executor(None, self.log_manager.shutdown)
+        log.info("broker %d stopped", self.broker_id)

@@ -1,0 +1,141 @@
+"""What the broker needs from the rest of the process, as small interfaces the wiring injects.
+
+The data plane knows nothing about ZooKeeper. The process wiring (`broker/main.py`) hands a
+`Broker` these collaborators, and tests hand it the simple in-process ones defined here:
+
+- `BrokerEpochHolder`: this broker's current epoch (KIP-380), the czxid of its registration.
+  The registration code calls `set(epoch)` on every (re-)registration, on the broker's event
+  loop (from a ZooKeeper thread, hop over with `loop.call_soon_threadsafe`); control-request
+  handlers read `epoch`, and the HW-checkpoint guard compares it with the generation of the last
+  applied LeaderAndIsr. Listeners hear about every change.
+- `ControllerGateway`: the controller running in this process. CreateTopics, DeleteTopics,
+  ControlledShutdown and AlterPartition sent to this broker are answered by it when it is the
+  active controller (`is_active`); otherwise the handlers answer NOT_CONTROLLER (or, for
+  ControlledShutdown, STALE_CONTROLLER_EPOCH, as Kafka's ZK controller does) themselves.
+- `TopicAutoCreator`: writes a topic znode when Metadata asks for an unknown topic and
+  auto-creation is on; the controller then creates the partitions and tells the brokers.
+- `ProducerIdSource`: producer ids for InitProducerId (ZooKeeper-backed blocks in production).
+
+`NoController` and `LocalProducerIdSource` are the stand-ins for running without ZooKeeper.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+from epochlog.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+NO_BROKER_EPOCH = -1
+
+
+class BrokerEpochHolder:
+    """This broker's current epoch; -1 until the first registration."""
+
+    def __init__(self, epoch: int = NO_BROKER_EPOCH) -> None:
+        self._epoch = epoch
+        self._listeners: list[Callable[[int, int], None]] = []
+
+    @property
+    def epoch(self) -> int:
+        return self._epoch
+
+    def set(self, epoch: int) -> None:
+        """Take a new epoch (a new registration). Epochs are czxids, so they only grow; a lower
+        one is refused loudly rather than letting stale control requests through."""
+        if epoch < self._epoch:
+            raise ValueError(f"broker epoch cannot go back from {self._epoch} to {epoch}")
+        old, self._epoch = self._epoch, epoch
+        if epoch != old:
+            log.info("broker epoch is now %d (was %d)", epoch, old)
+            for listener in list(self._listeners):
+                listener(old, epoch)
+
+    def add_listener(self, listener: Callable[[int, int], None]) -> None:
+        """`listener(old, new)` runs on every change, on the caller's thread."""
+        self._listeners.append(listener)
+
+
+@runtime_checkable
+class ControllerGateway(Protocol):
+    """The controller in this process. Each method gets the decoded request body and version and
+    returns the response body (same API, same version). Called on the broker's event loop only
+    while `is_active` is True."""
+
+    @property
+    def is_active(self) -> bool: ...
+
+    async def create_topics(self, request: Any, version: int) -> Any: ...
+
+    async def delete_topics(self, request: Any, version: int) -> Any: ...
+
+    async def controlled_shutdown(self, request: Any, version: int) -> Any: ...
+
+    async def alter_partition(self, request: Any, version: int) -> Any: ...
+
+
+@runtime_checkable
+class TopicAutoCreator(Protocol):
+    """Creates a topic with the broker defaults (num.partitions, default.replication.factor).
+
+    Returns when the topic's znode is written or already exists. To report a specific error
+    (for example INVALID_REPLICATION_FACTOR when too few brokers are alive) raise an exception
+    with an `error_code: ErrorCode` attribute; any other exception is UNKNOWN_SERVER_ERROR."""
+
+    async def create_topic(self, name: str) -> None: ...
+
+
+@runtime_checkable
+class ProducerIdSource(Protocol):
+    """Unique producer ids across the cluster and across restarts."""
+
+    async def next_producer_id(self) -> int: ...
+
+
+class NoController:
+    """The gateway of a broker that is never the controller (tests without ZooKeeper)."""
+
+    @property
+    def is_active(self) -> bool:
+        return False
+
+    async def create_topics(self, request: Any, version: int) -> Any:
+        raise RuntimeError("not the controller")
+
+    async def delete_topics(self, request: Any, version: int) -> Any:
+        raise RuntimeError("not the controller")
+
+    async def controlled_shutdown(self, request: Any, version: int) -> Any:
+        raise RuntimeError("not the controller")
+
+    async def alter_partition(self, request: Any, version: int) -> Any:
+        raise RuntimeError("not the controller")
+
+
+class LocalProducerIdSource:
+    """Producer ids from a counter, for a broker without ZooKeeper.
+
+    It starts at the wall clock in microseconds so that a restarted broker does not hand out an
+    id that its rebuilt producer state already knows (a reused id with sequence 0 would look like
+    a duplicate). Not unique across brokers; the ZooKeeper-backed source is.
+    """
+
+    def __init__(self, start: int | None = None) -> None:
+        self._next = start if start is not None else time.time_ns() // 1000
+
+    async def next_producer_id(self) -> int:
+        producer_id = self._next
+        self._next += 1
+        return producer_id
+
+
+class CollaboratorError(Exception):
+    """An error a collaborator raises to report a specific Kafka error code."""
+
+    def __init__(self, error_code: ErrorCode, message: str = "") -> None:
+        super().__init__(message or error_code.name)
+        self.error_code = error_code

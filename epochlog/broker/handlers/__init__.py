@@ -1,0 +1,56 @@
+"""One handler per API, and the table the server dispatches on.
+
+Each handler turns a decoded request into a response body (see `context` for the signature);
+the modules group them: `api_versions`, `metadata` (Metadata, DescribeCluster), `produce`,
+`fetch`, `offsets` (ListOffsets, OffsetForLeaderEpoch), `admin` (the controller's APIs and
+InitProducerId), `control` (LeaderAndIsr, UpdateMetadata, StopReplica). `errors` builds every
+API's error response.
+"""
+
+from __future__ import annotations
+
+from epochlog.broker.handlers.admin import (
+    handle_alter_partition,
+    handle_controlled_shutdown,
+    handle_create_topics,
+    handle_delete_topics,
+    handle_init_producer_id,
+)
+from epochlog.broker.handlers.api_versions import handle_api_versions
+from epochlog.broker.handlers.context import (
+    BrokerServices,
+    CloseConnection,
+    ConnectionInfo,
+    Handler,
+)
+from epochlog.broker.handlers.control import (
+    handle_leader_and_isr,
+    handle_stop_replica,
+    handle_update_metadata,
+)
+from epochlog.broker.handlers.fetch import handle_fetch
+from epochlog.broker.handlers.metadata import handle_describe_cluster, handle_metadata
+from epochlog.broker.handlers.offsets import handle_list_offsets, handle_offset_for_leader_epoch
+from epochlog.broker.handlers.produce import handle_produce
+from epochlog.protocol.api import APIS, ApiKey
+
+HANDLERS: dict[int, Handler] = {
+    ApiKey.PRODUCE: handle_produce,
+    ApiKey.FETCH: handle_fetch,
+    ApiKey.LIST_OFFSETS: handle_list_offsets,
+    ApiKey.METADATA: handle_metadata,
+    ApiKey.LEADER_AND_ISR: handle_leader_and_isr,
+    ApiKey.STOP_REPLICA: handle_stop_replica,
+    ApiKey.UPDATE_METADATA: handle_update_metadata,
+    ApiKey.CONTROLLED_SHUTDOWN: handle_controlled_shutdown,
+    ApiKey.API_VERSIONS: handle_api_versions,
+    ApiKey.CREATE_TOPICS: handle_create_topics,
+    ApiKey.DELETE_TOPICS: handle_delete_topics,
+    ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
+    ApiKey.ALTER_PARTITION: handle_alter_partition,
+    ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
+}
+assert set(HANDLERS) == set(APIS), "every API in APIS needs a handler"
+
+__all__ = ["HANDLERS", "BrokerServices", "CloseConnection", "ConnectionInfo", "Handler"]

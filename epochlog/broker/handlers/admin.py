@@ -1,0 +1,100 @@
+"""Requests for the controller, and InitProducerId.
+
+CreateTopics, DeleteTopics, ControlledShutdown and AlterPartition are controller work. In
+ZooKeeper mode only the active controller handles them: this broker passes them to its
+`ControllerGateway` when that is active, and otherwise answers as Kafka's ZK brokers do:
+NOT_CONTROLLER for every topic of CreateTopics / DeleteTopics and at the top of AlterPartition
+(the client or the leader retries after refreshing metadata), STALE_CONTROLLER_EPOCH for
+ControlledShutdown (Kafka's ControllerMovedException).
+
+InitProducerId without a transactional id allocates a new producer id from the
+`ProducerIdSource` with epoch 0, whatever id and epoch the request carries (Kafka does the same
+for non-transactional producers, v3+ epoch bumps included). A transactional id is refused with
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED: epochlog has no transactions, and that error is fatal in
+every client, so `init_transactions()` fails at once instead of retrying forever.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from epochlog.broker.handlers.context import BrokerServices, ConnectionInfo
+from epochlog.broker.handlers.errors import error_response
+from epochlog.protocol import messages as m
+from epochlog.protocol.api import ApiKey, Request
+from epochlog.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+NOT_CONTROLLER_MESSAGE = "this broker is not the active controller"
+
+
+async def handle_create_topics(
+    services: BrokerServices, request: Request, connection: ConnectionInfo
+) -> Any:
+    if not services.controller.is_active:
+        return error_response(
+            ApiKey.CREATE_TOPICS,
+            request.api_version,
+            request.body,
+            ErrorCode.NOT_CONTROLLER,
+            NOT_CONTROLLER_MESSAGE,
+        )
+    return await services.controller.create_topics(request.body, request.api_version)
+
+
+async def handle_delete_topics(
+    services: BrokerServices, request: Request, connection: ConnectionInfo
+) -> Any:
+    if not services.controller.is_active:
+        return error_response(
+            ApiKey.DELETE_TOPICS,
+            request.api_version,
+            request.body,
+            ErrorCode.NOT_CONTROLLER,
+            NOT_CONTROLLER_MESSAGE,
+        )
+    return await services.controller.delete_topics(request.body, request.api_version)
+
+
+async def handle_controlled_shutdown(
+    services: BrokerServices, request: Request, connection: ConnectionInfo
+) -> Any:
+    if not services.controller.is_active:
+        return m.ControlledShutdownResponse(error_code=ErrorCode.STALE_CONTROLLER_EPOCH)
+    return await services.controller.controlled_shutdown(request.body, request.api_version)
+
+
+async def handle_alter_partition(
+    services: BrokerServices, request: Request, connection: ConnectionInfo
+) -> Any:
+    if not services.controller.is_active:
+        return m.AlterPartitionResponse(error_code=ErrorCode.NOT_CONTROLLER)
+    return await services.controller.alter_partition(request.body, request.api_version)
+
+
+async def handle_init_producer_id(
+    services: BrokerServices, request: Request, connection: ConnectionInfo
+) -> Any:
+    R = m.InitProducerIdResponse
+    body = request.body
+    if body.transactional_id is not None:
+        log.info(
+            "InitProducerId from %s with transactional id %r refused: no transactions",
+            connection.peer,
+            body.transactional_id,
+        )
+        return R(
+            error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
+    try:
+        producer_id = await services.producer_ids.next_producer_id()
+    except Exception as exc:
+        code = getattr(exc, "error_code", None)
+        log.warning("cannot allocate a producer id: %s", exc)
+        error = ErrorCode.of(code) if isinstance(code, int) else ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return R(error_code=error, producer_id=-1, producer_epoch=-1)
+    return R(error_code=ErrorCode.NONE, producer_id=producer_id, producer_epoch=0)

@@ -1,0 +1,61 @@
+"""What every request handler gets: the broker's services and the connection it answers on.
+
+`BrokerServices` bundles the broker's parts (config, metadata cache, replica manager, log
+manager) and its injected collaborators (controller gateway, topic auto-creator, producer id
+source, broker epoch), plus the broker's own advertised endpoints, so a Metadata answer lists
+this broker even before the controller's first UpdateMetadata arrives. A handler is
+`async (services, request, connection) -> response body | None`; None means no response
+(Produce with acks=0). Raising `CloseConnection` closes the client's connection instead of
+answering, which is how Kafka reacts to a failed acks=0 produce.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from epochlog.broker.collaborators import (
+    BrokerEpochHolder,
+    ControllerGateway,
+    ProducerIdSource,
+    TopicAutoCreator,
+)
+from epochlog.broker.config import BrokerConfig
+from epochlog.broker.metadata_cache import BrokerEndpoint, MetadataCache
+from epochlog.broker.replica_manager import ReplicaManager
+from epochlog.protocol.api import Request
+from epochlog.storage import LogManager
+
+
+class CloseConnection(Exception):
+    """Close the client's connection instead of answering (the message says why)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionInfo:
+    listener: str  # the listener name the client connected through, e.g. PLAINTEXT
+    peer: str  # host:port of the client, for log lines
+
+
+@dataclass
+class BrokerServices:
+    broker_id: int
+    cluster_id: str | None
+    config: BrokerConfig
+    metadata_cache: MetadataCache
+    replica_manager: ReplicaManager
+    log_manager: LogManager
+    epoch_holder: BrokerEpochHolder
+    controller: ControllerGateway
+    auto_creator: TopicAutoCreator | None
+    producer_ids: ProducerIdSource
+    endpoints: tuple[BrokerEndpoint, ...] = ()  # this broker's advertised endpoints
+    rack: str | None = None
+
+    @property
+    def kip380_enabled(self) -> bool:
+        return self.config.enabled("epochlog.test.kip380.enabled")
+
+
+Handler = Callable[[BrokerServices, Request, ConnectionInfo], Awaitable[Any]]

@@ -1,0 +1,226 @@
+"""Every API's error response: the same error in every place the response has for one.
+
+`error_response(api_key, version, request_body, error)` is Kafka's `AbstractRequest
+.getErrorResponse`: a top-level ErrorCode where the response has one at that version, and, when
+the request body is known, an entry with the error for each topic or partition it named. The
+server uses it for an unexpected failure in a handler (UNKNOWN_SERVER_ERROR) and for a request
+of an unsupported version of an API we serve (UNSUPPORTED_VERSION; the body could not be decoded,
+so the answer has no per-partition entries and is encoded at the nearest version we serve); the
+control handlers use it for STALE_BROKER_EPOCH and STALE_CONTROLLER_EPOCH.
+
+An unknown API key has no response schema at all. For it `unknown_api_response` writes a frame
+of a v0 response header and a bare int16 UNSUPPORTED_VERSION, the same bytes an ApiVersions v0
+error body starts with.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from epochlog.protocol import messages as m
+from epochlog.protocol.api import APIS, ApiKey
+from epochlog.protocol.codec import Message
+from epochlog.protocol.errors import ErrorCode
+
+
+def nearest_version(api_key: int, version: int) -> int:
+    api = APIS[api_key]
+    return min(max(version, api.min_version), api.max_version)
+
+
+def unknown_api_response(correlation_id: int) -> bytes:
+    """Frame: size, correlation id, int16 UNSUPPORTED_VERSION."""
+    return struct.pack(">iih", 6, correlation_id, ErrorCode.UNSUPPORTED_VERSION)
+
+
+def error_response(
+    api_key: int, version: int, body: Any | None, error: ErrorCode, message: str | None = None
+) -> Message:
+    code = int(error)
+    builder = _BUILDERS[ApiKey(api_key)]
+    return builder(version, body, code, message)
+
+
+def _produce(version: int, body: Any, code: int, message: str | None) -> Message:
+    R = m.ProduceResponse
+    topics = []
+    for topic in body.topic_data if body is not None else []:
+        partitions = [
+            R.PartitionProduceResponse(
+                index=p.index, error_code=code, base_offset=-1, error_message=message
+            )
+            for p in topic.partition_data
+        ]
+        topics.append(R.TopicProduceResponse(name=topic.name, partition_responses=partitions))
+    return R(responses=topics)
+
+
+def _fetch(version: int, body: Any, code: int, message: str | None) -> Message:
+    R = m.FetchResponse
+    topics = []
+    if body is not None and version < 13:
+        for topic in body.topics:
+            partitions = [
+                R.PartitionData(
+                    partition_index=p.partition,
+                    error_code=code,
+                    high_watermark=-1,
+                    records=None,
+                )
+                for p in topic.partitions
+            ]
+            topics.append(R.FetchableTopicResponse(topic=topic.topic, partitions=partitions))
+    return R(error_code=code, session_id=0, responses=topics)
+
+
+def _list_offsets(version: int, body: Any, code: int, message: str | None) -> Message:
+    R = m.ListOffsetsResponse
+    topics = []
+    for topic in body.topics if body is not None else []:
+        partitions = [
+            R.ListOffsetsPartitionResponse(partition_index=p.partition_index, error_code=code)
+            for p in topic.partitions
+        ]
+        topics.append(R.ListOffsetsTopicResponse(name=topic.name, partitions=partitions))
+    return R(topics=topics)
+
+
+def _metadata(version: int, body: Any, code: int, message: str | None) -> Message:
+    R = m.MetadataResponse
+    topics = []
+    for topic in (body.topics or []) if body is not None else []:
+        topics.append(
+            R.MetadataResponseTopic(error_code=code, name=topic.name, topic_id=topic.topic_id)
+        )
+    return R(topics=topics, error_code=code)
+
+
+def _leader_and_isr(version: int, body: Any, code: int, message: str | None) -> Message:
+    R = m.LeaderAndIsrResponse
+    response = R(error_code=code)
+    if body is None:
+        return response
+    for topic in body.topic_states:
+        errors = [
+            R.LeaderAndIsrPartitionError(
+                topic_name=topic.topic_name, partition_index=p.partition_index, error_code=code
+            )
+            for p in topic.partition_states
+        ]
+        if version >= 5:
+            for e in errors:
+                e.topic_name = ""
+            response.topics.append(
+                R.LeaderAndIsrTopicError(topic_id=topic.topic_id, partition_errors=errors)
+            )
+        else:
+            response.partition_errors.extend(errors)
+    return response
+
+
+def _stop_replica(version: int, body: Any, code: int, message: str | None) -> Message:
+    R = m.StopReplicaResponse
+    errors = []
+    if body is not None:
+        for topic, index, _epoch, _delete in stop_replica_entries(body, version):
+            errors.append(
+                R.StopReplicaPartitionError(
+                    topic_name=topic, partition_index=index, error_code=code
+                )
+            )
+    return R(error_code=code, partition_errors=errors)
+
+
+def stop_replica_entries(body: Any, version: int) -> list[tuple[str, int, int, bool]]:
+    """(topic, partition, leader epoch, delete) for each partition of a StopReplica body."""
+    entries: list[tuple[str, int, int, bool]] = []
+    if version >= 3:
+        for topic in body.topic_states:
+            for p in topic.partition_states:
+                entries.append(
+                    (topic.topic_name, p.partition_index, p.leader_epoch, p.delete_partition)
+                )
+    else:
+        for topic in body.topics:
+            for index in topic.partition_indexes:
+                entries.append((topic.name, index, -1, body.delete_partitions))
+    return entries
+
+
+def _top_level(cls: type[Message]) -> Any:
+    def build(version: int, body: Any, code: int, message: str | None) -> Message:
+        return cls(error_code=code)
+
+    return build
+
+
+def _create_topics(version: int, body: Any, code: int, message: str | None) -> Message:
+    R = m.CreateTopicsResponse
+    topics = [
+        R.CreatableTopicResult(name=t.name, error_code=code, error_message=message)
+        for t in (body.topics if body is not None else [])
+    ]
+    return R(topics=topics)
+
+
+def _delete_topics(version: int, body: Any, code: int, message: str | None) -> Message:
+    R = m.DeleteTopicsResponse
+    results = []
+    if body is not None:
+        if version >= 6:
+            for t in body.topics:
+                results.append(
+                    R.DeletableTopicResult(
+                        name=t.name, topic_id=t.topic_id, error_code=code, error_message=message
+                    )
+                )
+        else:
+            for name in body.topic_names:
+                results.append(
+                    R.DeletableTopicResult(name=name, error_code=code, error_message=message)
+                )
+    return R(responses=results)
+
+
+def _init_producer_id(version: int, body: Any, code: int, message: str | None) -> Message:
+    return m.InitProducerIdResponse(error_code=code, producer_id=-1, producer_epoch=-1)
+
+
+def _offset_for_leader_epoch(version: int, body: Any, code: int, message: str | None) -> Message:
+    R = m.OffsetForLeaderEpochResponse
+    topics = []
+    for topic in body.topics if body is not None else []:
+        partitions = [
+            R.EpochEndOffset(error_code=code, partition=p.partition) for p in topic.partitions
+        ]
+        topics.append(R.OffsetForLeaderTopicResult(topic=topic.topic, partitions=partitions))
+    return R(topics=topics)
+
+
+def _describe_cluster(version: int, body: Any, code: int, message: str | None) -> Message:
+    return m.DescribeClusterResponse(error_code=code, error_message=message)
+
+
+def _api_versions(version: int, body: Any, code: int, message: str | None) -> Message:
+    return m.ApiVersionsResponse(error_code=code)
+
+
+_BUILDERS: dict[ApiKey, Any] = {
+    ApiKey.PRODUCE: _produce,
+    ApiKey.FETCH: _fetch,
+    ApiKey.LIST_OFFSETS: _list_offsets,
+    ApiKey.METADATA: _metadata,
+    ApiKey.LEADER_AND_ISR: _leader_and_isr,
+    ApiKey.STOP_REPLICA: _stop_replica,
+    ApiKey.UPDATE_METADATA: _top_level(m.UpdateMetadataResponse),
+    ApiKey.CONTROLLED_SHUTDOWN: _top_level(m.ControlledShutdownResponse),
+    ApiKey.API_VERSIONS: _api_versions,
+    ApiKey.CREATE_TOPICS: _create_topics,
+    ApiKey.DELETE_TOPICS: _delete_topics,
+    ApiKey.INIT_PRODUCER_ID: _init_producer_id,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: _offset_for_leader_epoch,
+    ApiKey.ALTER_PARTITION: _top_level(m.AlterPartitionResponse),
+    ApiKey.DESCRIBE_CLUSTER: _describe_cluster,
+}
+assert set(_BUILDERS) == set(APIS), "every API we serve needs an error response"

@@ -1,0 +1,99 @@
+"""Produce (v3-11): hand the partitions to the append path and answer per partition.
+
+acks=0 gets no response at all; if any partition failed the connection is closed instead, so
+the producer notices (Kafka's `handleProduceRequest`). From v8 a failed partition carries an
+ErrorMessage; from v10 a NOT_LEADER_OR_FOLLOWER partition also names the leader this broker
+knows (CurrentLeader) with that leader's endpoint in NodeEndpoints (KIP-951), so the client can
+redirect without a Metadata round trip.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from epochlog.broker.appends import ProducePartitionResult, append_records
+from epochlog.broker.handlers.context import BrokerServices, CloseConnection, ConnectionInfo
+from epochlog.broker.produce_validation import request_error
+from epochlog.protocol import messages as m
+from epochlog.protocol.api import Request
+from epochlog.protocol.errors import ErrorCode
+
+R = m.ProduceResponse
+_REDIRECT = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH)
+
+
+async def handle_produce(
+    services: BrokerServices, request: Request, connection: ConnectionInfo
+) -> Any:
+    body = request.body
+    version = request.api_version
+    entries = [((t.name, p.index), p.records) for t in body.topic_data for p in t.partition_data]
+    problem = request_error(body.acks, body.transactional_id)
+    if problem is not None:
+        if body.acks == 0:
+            raise CloseConnection(f"acks=0 produce refused: {problem}")
+        results = {
+            key: ProducePartitionResult(problem.error_code, str(problem)) for key, _ in entries
+        }
+    else:
+        results = await append_records(
+            services.replica_manager,
+            timeout_ms=body.timeout_ms,
+            required_acks=body.acks,
+            entries=entries,
+            version=version,
+        )
+    if body.acks == 0:
+        failed = [(key, r) for key, r in results.items() if r.error is not ErrorCode.NONE]
+        if failed:
+            (topic, index), result = failed[0]
+            raise CloseConnection(
+                f"acks=0 produce to {topic}-{index} failed with {result.error.name}: "
+                f"{result.message}"
+            )
+        return None
+    return _response(services, body, results, version, connection.listener)
+
+
+def _response(
+    services: BrokerServices,
+    body: Any,
+    results: dict[tuple[str, int], ProducePartitionResult],
+    version: int,
+    listener: str,
+) -> Any:
+    cache = services.metadata_cache
+    leaders: set[int] = set()
+    topics = []
+    for topic in body.topic_data:
+        partitions = []
+        for p in topic.partition_data:
+            result = results[(topic.name, p.index)]
+            entry = R.PartitionProduceResponse(
+                index=p.index,
+                error_code=result.error,
+                base_offset=result.base_offset,
+                log_append_time_ms=result.log_append_time,
+                log_start_offset=result.log_start_offset,
+                error_message=result.message if result.error is not ErrorCode.NONE else None,
+            )
+            if version >= 10 and result.error in _REDIRECT:
+                info = cache.partition(topic.name, p.index)
+                if info is not None and info.leader >= 0:
+                    entry.current_leader = R.LeaderIdAndEpoch(
+                        leader_id=info.leader, leader_epoch=info.leader_epoch
+                    )
+                    leaders.add(info.leader)
+            partitions.append(entry)
+        topics.append(R.TopicProduceResponse(name=topic.name, partition_responses=partitions))
+    response = R(responses=topics)
+    for broker_id in sorted(leaders):
+        broker = cache.broker(broker_id)
+        endpoint = broker.endpoint_for(listener) if broker is not None else None
+        if broker is not None and endpoint is not None:
+            response.node_endpoints.append(
+                R.NodeEndpoint(
+                    node_id=broker_id, host=endpoint.host, port=endpoint.port, rack=broker.rack
+                )
+            )
+    return response

@@ -1,0 +1,220 @@
+"""One broker process: ZooKeeper session, data plane, registration, controller election, shutdown.
+
+Startup, in order: connect to ZooKeeper, make sure the top-level paths and the cluster id exist,
+start the data plane (logs recovered, listening), register `/brokers/ids/<id>` (KIP-380: the
+czxid is the broker epoch; every re-registration after a lost session feeds the new epoch to the
+data plane), then join the controller election. A SIGTERM runs Kafka's controlled shutdown:
+ask the controller (over the wire, with this broker's current epoch) to move leadership away,
+retrying with `controlled.shutdown.retry.backoff.ms` up to `controlled.shutdown.max.retries`,
+then stop serving, checkpoint and close cleanly. SIGKILL is a crash: the logs recover on the
+next start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+import uuid
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NodeExistsError
+
+from epochlog.broker.broker import Broker
+from epochlog.broker.collaborators import BrokerEpochHolder, CollaboratorError
+from epochlog.broker.config import BrokerConfig, ConfigError
+from epochlog.broker.eventloop import run
+from epochlog.client.connection import BrokerConnection
+from epochlog.client.errors import ConnectionFailedError, RequestTimedOutError
+from epochlog.controller.assignment import AssignmentError, assign_replicas
+from epochlog.controller.elector import ControllerElector, ControllerGateway
+from epochlog.protocol import messages as m
+from epochlog.protocol.api import ApiKey
+from epochlog.protocol.errors import ErrorCode
+from epochlog.zk import controller_zk as zkc
+from epochlog.zk.cluster import (
+    allocate_producer_id_block,
+    ensure_top_level_paths,
+    get_or_create_cluster_id,
+)
+from epochlog.zk.registration import BrokerRegistrar
+from epochlog.zk.session import close_client, connect, on_loop
+from epochlog.zk.znodes import (
+    BrokerRegistration,
+    Endpoint,
+    TopicAssignment,
+    encode_topic_assignment,
+    topic_path,
+)
+
+log = logging.getLogger(__name__)
+
+
+class ZkTopicAutoCreator:
+    """Auto-creation (Metadata for an unknown topic): write the topic znode with the broker
+    defaults, as Kafka's AdminZkClient does; the controller's topic watch creates the partitions."""
+
+    def __init__(self, zk: KazooClient, config: BrokerConfig) -> None:
+        self.zk = zk
+        self.config = config
+
+    async def create_topic(self, name: str) -> None:
+        def create() -> None:
+            brokers = sorted(zkc.read_brokers(self.zk))
+            try:
+                assignment = assign_replicas(
+                    brokers,
+                    self.config["num.partitions"],
+                    self.config["default.replication.factor"],
+                    start_index=hash(name) % max(len(brokers), 1),
+                )
+            except AssignmentError as exc:
+                raise CollaboratorError(ErrorCode[exc.error], str(exc)) from exc
+            data = encode_topic_assignment(TopicAssignment(assignment, uuid.uuid4()))
+            # someone else creating it meanwhile is fine
+            with contextlib.suppress(NodeExistsError):
+                self.zk.create(topic_path(name), data, makepath=True)
+
+        await asyncio.to_thread(create)
+
+
+class ZkProducerIdSource:
+    """Producer ids in blocks of 1000 claimed through /latest_producer_id_block."""
+
+    def __init__(self, zk: KazooClient, broker_id: int) -> None:
+        self.zk = zk
+        self.broker_id = broker_id
+        self._next = 0
+        self._end = -1
+        self._lock = asyncio.Lock()
+
+    async def next_producer_id(self) -> int:
+        async with self._lock:
+            if self._next > self._end:
+                block = await asyncio.to_thread(allocate_producer_id_block, self.zk, self.broker_id)
+                self._next, self._end = block.block_start, block.block_end
+            producer_id = self._next
+            self._next += 1
+            return producer_id
+
+
+class BrokerProcess:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.stopping = asyncio.Event()
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.stopping.set)
+        zk = await asyncio.to_thread(
+            connect,
+            self.config["zookeeper.connect"],
+            session_timeout_ms=self.config["zookeeper.session.timeout.ms"],
+        )
+        try:
+            await self._serve(zk)
+        finally:
+            await asyncio.to_thread(close_client, zk)
+
+    async def _serve(self, zk: KazooClient) -> None:
+        await asyncio.to_thread(ensure_top_level_paths, zk)
+        cluster_id = await asyncio.to_thread(get_or_create_cluster_id, zk)
+        elector = ControllerElector(self.broker_id, zk, self.config)
+        epoch_holder = BrokerEpochHolder()
+        broker = Broker(
+            self.config,
+            cluster_id=cluster_id,
+            controller=ControllerGateway(elector),
+            auto_creator=ZkTopicAutoCreator(zk, self.config),
+            producer_ids=ZkProducerIdSource(zk, self.broker_id),
+            epoch_holder=epoch_holder,
+        )
+        await broker.start()
+        registration = BrokerRegistration(
+            self.broker_id,
+            tuple(Endpoint(e.listener, e.host, e.port) for e in broker.advertised_endpoints),
+            rack=self.config["broker.rack"],
+        )
+        loop = asyncio.get_running_loop()
+        registrar = BrokerRegistrar(zk, registration, on_new_epoch=on_loop(loop, epoch_holder.set))
+        try:
+            epoch_holder.set(await asyncio.to_thread(registrar.register))
+            log.info("broker %d registered with epoch %d", self.broker_id, epoch_holder.epoch)
+            await elector.start()
+            await self.stopping.wait()
+            log.info("broker %d shutting down", self.broker_id)
+            if self.config["controlled.shutdown.enable"]:
+                await self._controlled_shutdown(zk, epoch_holder)
+        finally:
+            await elector.stop()
+            await broker.stop()
+            await asyncio.to_thread(registrar.close, deregister=True)
+
+    async def _controlled_shutdown(self, zk: KazooClient, epoch_holder: BrokerEpochHolder) -> bool:
+        """Ask the controller to move our leaderships away; True when it said it has."""
+        retries = self.config["controlled.shutdown.max.retries"]
+        backoff_s = self.config["controlled.shutdown.retry.backoff.ms"] / 1000
+        for attempt in range(retries + 1):
+            if attempt:
+                await asyncio.sleep(backoff_s)
+            try:
+                answer = await self._ask_controller(zk, epoch_holder.epoch)
+            except (ConnectionFailedError, RequestTimedOutError, OSError, TimeoutError) as exc:
+                log.warning("controlled shutdown attempt %d failed: %s", attempt + 1, exc)
+                continue
+            if answer is None:
+                continue
+            if answer.error_code == ErrorCode.NONE and not answer.remaining_partitions:
+                log.info("controlled shutdown of broker %d succeeded", self.broker_id)
+                return True
+            log.info(
+                "controlled shutdown attempt %d: %s, %d partitions still led",
+                attempt + 1,
+                ErrorCode.of(answer.error_code).name,
+                len(answer.remaining_partitions),
+            )
+        log.warning("controlled shutdown did not complete; shutting down anyway")
+        return False
+
+    async def _ask_controller(self, zk: KazooClient, broker_epoch: int) -> Any:
+        controller_id = await asyncio.to_thread(zkc.read_controller, zk)
+        if controller_id is None:
+            return None
+        brokers = await asyncio.to_thread(zkc.read_brokers, zk)
+        registered = brokers.get(controller_id)
+        if registered is None:
+            return None
+        endpoint = registered.registration.endpoints[0]
+        connection = BrokerConnection(
+            endpoint.host,
+            endpoint.port,
+            node_id=controller_id,
+            client_id=f"broker-{self.broker_id}-shutdown",
+            request_timeout_ms=self.config["request.timeout.ms"],
+        )
+        try:
+            await asyncio.wait_for(connection.connect(), 10)
+            request = m.ControlledShutdownRequest(
+                broker_id=self.broker_id, broker_epoch=broker_epoch
+            )
+            return await connection.send(request, api_key=ApiKey.CONTROLLED_SHUTDOWN)
+        finally:
+            await connection.close()
+
+
+def run_from_properties(path: str) -> int:
+    """`epochlog broker start --config server.properties`: run one broker in the foreground."""
+    try:
+        config = BrokerConfig.from_properties(path)
+        config.listeners  # noqa: B018 - validates the listener syntax now, with the key's name
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    logging.getLogger().setLevel(logging.INFO)
+    run(BrokerProcess(config).run())
+    return 0

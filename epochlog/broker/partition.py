@@ -1,0 +1,418 @@
+"""One partition hosted on this broker: its role, leader epoch, ISR, high watermark, followers.
+
+A `Partition` wraps the partition's `PartitionLog` with what replication needs (Kafka's
+`kafka.cluster.Partition`):
+
+- role and epochs from the controller's LeaderAndIsr: leader id, leader epoch, partition epoch
+  (the ZooKeeper version of the partition state), replicas and the ISR. `make_leader` records
+  the new epoch in the leader epoch cache at the current log end offset (where the epoch
+  starts), resets what it knows of the followers, and recomputes the HW; `make_follower` only
+  records the new state (the replica fetcher that copies from the leader comes with
+  replication, through the replica manager's `on_become_follower` hook).
+- per-follower state (`ReplicaState`): log end and start offsets from its last fetch, the broker
+  epoch it fetched with (KIP-903 compares it with the controller's), and the fetch times Kafka
+  uses to decide whether it is caught up.
+- the high watermark: on the leader, min LEO over the ISR (`partition_rules`), moved on every
+  append and every follower fetch; checkpointed by the replica manager.
+- producer state for idempotent producers, consulted before each leader append.
+
+The methods raise `PartitionError` (or storage errors, which carry their Kafka error code) and
+return plain results; the replica manager turns moves of the HW or LEO into completions of
+delayed produces and fetches.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from epochlog.broker import partition_rules as rules
+from epochlog.broker.producer_state import ProducerStateManager, Verdict, last_sequence
+from epochlog.protocol.errors import ErrorCode
+from epochlog.protocol.records import BatchHeader
+from epochlog.storage import FileSlice, PartitionLog
+from epochlog.storage.segment import TimestampAndOffset
+
+UNKNOWN_OFFSET = -1
+NO_LEADER = -1
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+
+
+class PartitionError(Exception):
+    """A per-partition failure with the Kafka error code to answer."""
+
+    def __init__(self, error_code: ErrorCode, message: str = "") -> None:
+        super().__init__(message or error_code.name)
+        self.error_code = error_code
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    """A partition's state as the controller sends it in LeaderAndIsr."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    replicas: tuple[int, ...]
+    partition_epoch: int = 0
+    controller_epoch: int = 0
+    is_new: bool = False
+
+
+@dataclass(slots=True)
+class ReplicaState:
+    """What the leader knows of one follower, from its fetches."""
+
+    broker_id: int
+    log_end_offset: int = UNKNOWN_OFFSET
+    log_start_offset: int = UNKNOWN_OFFSET
+    broker_epoch: int = -1
+    last_fetch_time_ms: int = 0
+    last_caught_up_time_ms: int = 0
+    last_fetch_leader_leo: int = UNKNOWN_OFFSET
+
+    def update(
+        self,
+        fetch_offset: int,
+        log_start_offset: int,
+        broker_epoch: int,
+        leader_leo: int,
+        now_ms: int,
+    ) -> None:
+        """Kafka's `Replica.updateFetchStateOrThrow`: a fetch at `fetch_offset` means the
+        follower holds everything below it. It is caught up as of now if it reached the leader's
+        LEO, or as of its previous fetch if it reached the LEO the leader had then."""
+        if fetch_offset >= leader_leo:
+            self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, now_ms)
+        elif fetch_offset >= self.last_fetch_leader_leo:
+            self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, self.last_fetch_time_ms)
+        self.log_end_offset = fetch_offset
+        self.log_start_offset = log_start_offset
+        self.broker_epoch = broker_epoch
+        self.last_fetch_leader_leo = leader_leo
+        self.last_fetch_time_ms = now_ms
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderAppendResult:
+    first_offset: int
+    last_offset: int
+    log_append_time: int
+    log_start_offset: int
+    duplicate: bool = False
+    high_watermark_moved: bool = False
+
+
+@dataclass(slots=True)
+class ReadResult:
+    records: FileSlice
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+    diverging_epoch: rules.DivergingEpoch | None = None
+
+
+@dataclass(slots=True)
+class Partition:
+    topic: str
+    index: int
+    local_broker_id: int
+    log: PartitionLog
+    producer_state: ProducerStateManager
+    high_watermark: int = 0
+    leader_id: int = NO_LEADER
+    leader_epoch: int = -1
+    partition_epoch: int = -1
+    controller_epoch: int = -1
+    replicas: tuple[int, ...] = ()
+    isr: tuple[int, ...] = ()
+    leader_epoch_start_offset: int = UNKNOWN_OFFSET
+    remote_replicas: dict[int, ReplicaState] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.high_watermark = min(
+            max(self.high_watermark, self.log.log_start_offset), self.log.log_end_offset
+        )
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.topic, self.index)
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.index}"
+
+    @property
+    def topic_id(self) -> uuid.UUID | None:
+        return self.log.topic_id
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.local_broker_id
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        """No transactions: the last stable offset is the high watermark."""
+        return self.high_watermark
+
+    # ------------------------------------------------------------------- role changes
+
+    def make_leader(self, state: PartitionState, now_ms: int) -> bool:
+        """Become (or stay) leader at `state.leader_epoch`; True if the HW moved."""
+        was_leader = self.is_leader
+        self._take_state(state)
+        leo = self.log.log_end_offset
+        self.leader_epoch_start_offset = leo
+        self.log.leader_epoch_cache.assign(state.leader_epoch, leo)
+        followers = [r for r in state.replicas if r != self.local_broker_id]
+        known = self.remote_replicas
+        self.remote_replicas = {}
+        for replica in followers:
+            if was_leader and replica in known:
+                self.remote_replicas[replica] = known[replica]
+            else:
+                caught_up = now_ms if replica in state.isr else 0
+                self.remote_replicas[replica] = ReplicaState(
+                    replica, last_caught_up_time_ms=caught_up
+                )
+        return self.maybe_increment_high_watermark()
+
+    def make_follower(self, state: PartitionState) -> bool:
+        """Follow `state.leader`; True if the leader or the leader epoch changed."""
+        changed = state.leader != self.leader_id or state.leader_epoch != self.leader_epoch
+        self._take_state(state)
+        self.leader_epoch_start_offset = UNKNOWN_OFFSET
+        self.remote_replicas = {}
+        return changed
+
+    def _take_state(self, state: PartitionState) -> None:
+        self.leader_id = state.leader
+        self.leader_epoch = state.leader_epoch
+        self.partition_epoch = state.partition_epoch
+        self.controller_epoch = state.controller_epoch
+        self.replicas = tuple(state.replicas)
+        self.isr = tuple(state.isr)
+
+    def stop_leading(self) -> None:
+        """The replica stops (StopReplica): no longer leader or follower."""
+        self.leader_id = NO_LEADER
+        self.remote_replicas = {}
+
+    # ------------------------------------------------------------------ high watermark
+
+    def maybe_increment_high_watermark(self) -> bool:
+        if not self.is_leader:
+            return False
+        leos = [
+            self.remote_replicas[r].log_end_offset if r in self.remote_replicas else UNKNOWN_OFFSET
+            for r in self.isr
+            if r != self.local_broker_id
+        ]
+        new_hw = rules.leader_high_watermark(self.high_watermark, self.log.log_end_offset, leos)
+        if new_hw != self.high_watermark:
+            self.high_watermark = new_hw
+            return True
+        return False
+
+    def update_follower_high_watermark(self, leader_hw: int) -> bool:
+        """A follower learns the leader's HW from a fetch response (replication)."""
+        new_hw = rules.follower_high_watermark(leader_hw, self.log.log_end_offset)
+        if new_hw != self.high_watermark:
+            self.high_watermark = new_hw
+            return True
+        return False
+
+    def update_follower_fetch_state(
+        self,
+        replica_id: int,
+        fetch_offset: int,
+        log_start_offset: int,
+        broker_epoch: int,
+        leader_leo: int,
+        now_ms: int,
+    ) -> bool:
+        """Record a follower's fetch; True if the HW moved."""
+        replica = self.remote_replicas.get(replica_id)
+        if replica is None:
+            raise PartitionError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"{self.name}: broker {replica_id} is not a replica (replicas {self.replicas})",
+            )
+        replica.update(fetch_offset, log_start_offset, broker_epoch, leader_leo, now_ms)
+        return self.maybe_increment_high_watermark()
+
+    # --------------------------------------------------------------------------- writes
+
+    def append_records_as_leader(
+        self,
+        records: bytes | bytearray | memoryview,
+        header: BatchHeader,
+        required_acks: int,
+        min_insync_replicas: int,
+        now_ms: int,
+    ) -> LeaderAppendResult:
+        """Append one validated batch; `header` is its header as the producer sent it."""
+        if not self.is_leader:
+            raise PartitionError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"{self.name}: this broker ({self.local_broker_id}) is not the leader "
+                f"(leader {self.leader_id}, epoch {self.leader_epoch})",
+            )
+        if required_acks == -1 and not rules.enough_replicas(len(self.isr), min_insync_replicas):
+            raise PartitionError(
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+                f"{self.name}: ISR {list(self.isr)} is smaller than min.insync.replicas "
+                f"{min_insync_replicas}",
+            )
+        check = self.producer_state.check_batch(header)
+        if check.verdict is Verdict.REJECT:
+            raise PartitionError(check.error, check.message)
+        if check.verdict is Verdict.DUPLICATE:
+            assert check.duplicate is not None
+            return LeaderAppendResult(
+                check.duplicate.first_offset,
+                check.duplicate.last_offset,
+                -1,
+                self.log.log_start_offset,
+                duplicate=True,
+            )
+        info = self.log.append_as_leader(records, self.leader_epoch, now_ms)
+        if header.producer_id >= 0:
+            self.producer_state.record(
+                header.producer_id,
+                header.producer_epoch,
+                header.base_sequence,
+                last_sequence(header.base_sequence, header.last_offset_delta),
+                info.first_offset,
+                info.last_offset,
+                now_ms,
+            )
+        moved = self.maybe_increment_high_watermark()
+        return LeaderAppendResult(
+            info.first_offset,
+            info.last_offset,
+            info.log_append_time,
+            info.log_start_offset,
+            high_watermark_moved=moved,
+        )
+
+    # ---------------------------------------------------------------------------- reads
+
+    def _check_leader(self, current_leader_epoch: int, fetch_only_from_leader: bool) -> None:
+        if fetch_only_from_leader and not self.is_leader:
+            raise PartitionError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"{self.name}: this broker ({self.local_broker_id}) is not the leader",
+            )
+        error = rules.check_current_leader_epoch(current_leader_epoch, self.leader_epoch)
+        if error is not ErrorCode.NONE:
+            raise PartitionError(
+                error,
+                f"{self.name}: request leader epoch {current_leader_epoch}, "
+                f"local leader epoch {self.leader_epoch}",
+            )
+
+    def read_records(
+        self,
+        *,
+        fetch_offset: int,
+        current_leader_epoch: int,
+        last_fetched_epoch: int,
+        max_bytes: int,
+        min_one_batch: bool,
+        up_to_high_watermark: bool,
+        fetch_only_from_leader: bool = True,
+    ) -> ReadResult:
+        """Records for a consumer (up to the HW) or a follower (up to the LEO), or the point
+        where the fetcher's log diverged from this one."""
+        self._check_leader(current_leader_epoch, fetch_only_from_leader)
+        hw = self.high_watermark
+        log = self.log
+        divergence = rules.check_divergence(
+            last_fetched_epoch=last_fetched_epoch,
+            fetch_offset=fetch_offset,
+            epoch_end=log.end_offset_for_epoch(last_fetched_epoch)
+            if last_fetched_epoch >= 0
+            else (-1, -1),
+            log_start_offset=log.log_start_offset,
+        )
+        if isinstance(divergence, ErrorCode):
+            raise PartitionError(
+                divergence,
+                f"{self.name}: fetch at {fetch_offset} with last fetched epoch "
+                f"{last_fetched_epoch} is out of range (log start {log.log_start_offset})",
+            )
+        if divergence is not None:
+            return ReadResult(
+                FileSlice.empty(), hw, log.log_start_offset, log.log_end_offset, divergence
+            )
+        records = log.read(
+            fetch_offset, max_bytes, hw if up_to_high_watermark else None, min_one_batch
+        )
+        return ReadResult(records, hw, log.log_start_offset, log.log_end_offset)
+
+    def fetch_offset_for_timestamp(
+        self,
+        timestamp: int,
+        *,
+        current_leader_epoch: int,
+        is_client: bool,
+        fetch_only_from_leader: bool,
+        version: int,
+    ) -> TimestampAndOffset | None:
+        """ListOffsets: -1 latest (HW for clients, LEO for replicas), -2 / -4 earliest,
+        -3 the record with the max timestamp, else the first record at or after `timestamp`
+        below the last fetchable offset. None: no such record."""
+        self._check_leader(current_leader_epoch, fetch_only_from_leader)
+        log = self.log
+        last_fetchable = self.high_watermark if is_client else log.log_end_offset
+        if timestamp == LATEST_TIMESTAMP:
+            error = rules.latest_offset_error(
+                is_client=is_client,
+                high_watermark=self.high_watermark,
+                leader_epoch_start_offset=self.leader_epoch_start_offset,
+                version=version,
+            )
+            if error is not ErrorCode.NONE:
+                raise PartitionError(error, f"{self.name}: the high watermark is not known yet")
+            return TimestampAndOffset(-1, last_fetchable, self.leader_epoch)
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            start = log.log_start_offset
+            return TimestampAndOffset(-1, start, log.epoch_for_offset(start))
+        if timestamp == MAX_TIMESTAMP:
+            found = log.offset_of_max_timestamp()
+        else:
+            found = log.offset_for_timestamp(timestamp)
+        if found is None or found.offset >= last_fetchable:
+            return None
+        return found
+
+    def last_offset_for_leader_epoch(
+        self, current_leader_epoch: int, leader_epoch: int
+    ) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (epoch, end offset) of `leader_epoch` in this log."""
+        self._check_leader(current_leader_epoch, True)
+        return self.log.end_offset_for_epoch(leader_epoch)
+
+
+def rebuild_producer_state(state: ProducerStateManager, log: PartitionLog, now_ms: int) -> None:
+    """Replay the producer fields of every batch header in the log (no records are read)."""
+
+    def headers() -> Iterator[BatchHeader]:
+        for segment in log.segments:
+            for _, header in segment.iter_batches():
+                yield header
+
+    state.rebuild(headers(), now_ms)

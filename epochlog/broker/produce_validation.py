@@ -1,0 +1,142 @@
+"""Checks on a Produce request before anything is appended; pure, no state.
+
+Request level (every partition gets the same answer):
+- acks must be 0, 1 or -1, else INVALID_REQUIRED_ACKS.
+- A TransactionalId: epochlog has no transactions, so the request is refused with
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED, the answer Kafka gives a producer that may not use
+  its transactional id; every client treats it as fatal rather than retrying.
+
+Partition level, Kafka's order (`ProduceRequest.validateRecords`, then `LogValidator`):
+- v3+ must carry exactly one whole magic-2 batch: none, a partial one, more than one, or another
+  magic is INVALID_RECORD; a batch length below the header size is CORRUPT_MESSAGE.
+- zstd before v7 is UNSUPPORTED_COMPRESSION_TYPE; an unknown codec id is INVALID_RECORD.
+- A batch bigger than max.message.bytes is MESSAGE_TOO_LARGE.
+- The CRC-32C must match: CORRUPT_MESSAGE.
+- Control batches, transactional batches, counts that disagree with the offset delta, and a
+  producer id without a base sequence are INVALID_RECORD.
+A failed check raises `ProduceValidationError` carrying the code and a message naming the
+partition and what was wrong; the caller appends nothing for that partition.
+"""
+
+from __future__ import annotations
+
+from epochlog.protocol.compression import Compression
+from epochlog.protocol.errors import ErrorCode
+from epochlog.protocol.records import (
+    BATCH_HEADER_SIZE,
+    COMPRESSION_MASK,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    BatchHeader,
+    batch_crc,
+    parse_batch_header,
+    read_offset_and_length,
+)
+
+VALID_ACKS = (0, 1, -1)
+ZSTD_MIN_PRODUCE_VERSION = 7
+
+
+class ProduceValidationError(Exception):
+    def __init__(self, error_code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+
+
+def request_error(acks: int, transactional_id: str | None) -> ProduceValidationError | None:
+    """A request-level problem that applies to every partition, or None."""
+    if acks not in VALID_ACKS:
+        return ProduceValidationError(
+            ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks}; it must be 0, 1 or -1"
+        )
+    if transactional_id is not None:
+        return ProduceValidationError(
+            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            f"transactional id {transactional_id!r}: epochlog does not support transactions",
+        )
+    return None
+
+
+def validate_partition_records(
+    records: bytes | bytearray | memoryview | None,
+    *,
+    version: int,
+    max_message_bytes: int,
+    where: str,
+) -> BatchHeader:
+    """Check one partition's records; return the header of its single batch."""
+    if not records:
+        raise ProduceValidationError(ErrorCode.INVALID_RECORD, f"{where}: no record batch")
+    total = len(records)
+    if total < LOG_OVERHEAD:
+        raise ProduceValidationError(
+            ErrorCode.INVALID_RECORD, f"{where}: {total} bytes do not hold a record batch"
+        )
+    _, batch_length = read_offset_and_length(records, 0)
+    if batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD:
+        raise ProduceValidationError(
+            ErrorCode.CORRUPT_MESSAGE,
+            f"{where}: batch length {batch_length} is smaller than a batch header",
+        )
+    size = batch_length + LOG_OVERHEAD
+    if size > total:
+        raise ProduceValidationError(
+            ErrorCode.INVALID_RECORD,
+            f"{where}: the batch says {size} bytes, the request holds {total}; "
+            "Produce v3+ needs exactly one whole batch",
+        )
+    magic = records[16]
+    if magic != MAGIC_V2:
+        raise ProduceValidationError(
+            ErrorCode.INVALID_RECORD,
+            f"{where}: record batch magic {magic}; Produce v3+ accepts only magic 2",
+        )
+    if size != total:
+        raise ProduceValidationError(
+            ErrorCode.INVALID_RECORD,
+            f"{where}: more than one record batch ({total - size} bytes after the first); "
+            "Produce v3+ accepts exactly one",
+        )
+    header = parse_batch_header(records, 0)
+    codec = header.attributes & COMPRESSION_MASK
+    if codec > Compression.ZSTD:
+        raise ProduceValidationError(
+            ErrorCode.INVALID_RECORD, f"{where}: unknown compression codec id {codec}"
+        )
+    if codec == Compression.ZSTD and version < ZSTD_MIN_PRODUCE_VERSION:
+        raise ProduceValidationError(
+            ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+            f"{where}: zstd needs Produce v{ZSTD_MIN_PRODUCE_VERSION}+, the request is v{version}",
+        )
+    if size > max_message_bytes:
+        raise ProduceValidationError(
+            ErrorCode.MESSAGE_TOO_LARGE,
+            f"{where}: batch of {size} bytes exceeds max.message.bytes {max_message_bytes}",
+        )
+    crc = batch_crc(records, 0, size)
+    if crc != header.crc:
+        raise ProduceValidationError(
+            ErrorCode.CORRUPT_MESSAGE,
+            f"{where}: batch fails its CRC: stored {header.crc:#010x}, computed {crc:#010x}",
+        )
+    if header.is_control:
+        raise ProduceValidationError(
+            ErrorCode.INVALID_RECORD, f"{where}: producers may not send control batches"
+        )
+    if header.is_transactional:
+        raise ProduceValidationError(
+            ErrorCode.INVALID_RECORD,
+            f"{where}: transactional batch; epochlog does not support transactions",
+        )
+    if header.records_count < 1 or header.records_count != header.last_offset_delta + 1:
+        raise ProduceValidationError(
+            ErrorCode.INVALID_RECORD,
+            f"{where}: {header.records_count} records but last offset delta "
+            f"{header.last_offset_delta}",
+        )
+    if header.producer_id >= 0 and header.base_sequence < 0:
+        raise ProduceValidationError(
+            ErrorCode.INVALID_RECORD,
+            f"{where}: producer id {header.producer_id} without a base sequence",
+        )
+    return header

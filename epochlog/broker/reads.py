@@ -1,0 +1,208 @@
+"""The fetch path: reads for consumers and followers, size limits, and long-poll.
+
+`read_from_local_log` reads each requested partition in request order. A consumer reads up to
+the high watermark, a follower (replica id >= 0) up to the log end offset, and a follower's fetch
+offset, log start offset and broker epoch are recorded in the leader's view of it (which may move
+the HW). Sizes follow KIP-74: each partition gets at most its PartitionMaxBytes and what is left
+of the response's MaxBytes; the first partition that has data returns at least one whole batch
+even if that batch is larger, so a consumer always progresses.
+
+`fetch_messages` answers at once when there is nothing to wait for (MaxWaitMs <= 0, MinBytes
+reached, an error or a diverging epoch in any partition); otherwise it parks a `DelayedFetch`
+in the fetch purgatory, watching the requested partitions. Appends and HW moves re-try it; it
+completes with a fresh read when MinBytes is available or an error appears, or with whatever
+there is when MaxWaitMs expires.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from dataclasses import dataclass
+
+from epochlog.broker.delayed import DelayedOperation, resolve
+from epochlog.broker.partition import PartitionError
+from epochlog.broker.partition_rules import DivergingEpoch
+from epochlog.broker.replica_manager import ReplicaManager, TopicPartition, now_ms
+from epochlog.protocol.errors import ErrorCode
+from epochlog.storage import FileSlice, StorageError
+
+log = logging.getLogger(__name__)
+
+CONSUMER_REPLICA_ID = -1
+DEBUG_REPLICA_ID = -2
+READ_COMMITTED = 1
+
+
+@dataclass(frozen=True, slots=True)
+class FetchParams:
+    replica_id: int
+    replica_epoch: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    isolation_level: int
+
+    @property
+    def is_follower(self) -> bool:
+        return self.replica_id >= 0
+
+    @property
+    def fetch_only_from_leader(self) -> bool:
+        return self.replica_id != DEBUG_REPLICA_ID
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionFetch:
+    topic: str
+    partition: int
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1
+    log_start_offset: int = -1
+    topic_id: uuid.UUID | None = None
+    error: ErrorCode = ErrorCode.NONE  # decided before reading (e.g. UNKNOWN_TOPIC_ID)
+
+    @property
+    def key(self) -> TopicPartition:
+        return (self.topic, self.partition)
+
+
+@dataclass(slots=True)
+class PartitionFetchResult:
+    request: PartitionFetch
+    error: ErrorCode = ErrorCode.NONE
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    records: FileSlice = FileSlice.empty()
+    diverging_epoch: DivergingEpoch | None = None
+
+
+def read_from_local_log(
+    rm: ReplicaManager,
+    params: FetchParams,
+    requests: list[PartitionFetch],
+    record_follower_fetch: bool = True,
+) -> list[PartitionFetchResult]:
+    now = now_ms()
+    remaining = params.max_bytes
+    min_one_batch = True
+    results: list[PartitionFetchResult] = []
+    for request in requests:
+        if request.error is not ErrorCode.NONE:
+            results.append(PartitionFetchResult(request, request.error))
+            continue
+        try:
+            partition = rm.partition_or_error(request.topic, request.partition)
+            if request.topic_id is not None and partition.topic_id not in (None, request.topic_id):
+                raise PartitionError(
+                    ErrorCode.INCONSISTENT_TOPIC_ID,
+                    f"{partition.name} has topic id {partition.topic_id}, "
+                    f"the fetch names {request.topic_id}",
+                )
+            leader_leo = partition.log_end_offset
+            read = partition.read_records(
+                fetch_offset=request.fetch_offset,
+                current_leader_epoch=request.current_leader_epoch,
+                last_fetched_epoch=request.last_fetched_epoch,
+                max_bytes=max(0, min(request.max_bytes, remaining)),
+                min_one_batch=min_one_batch,
+                up_to_high_watermark=not params.is_follower,
+                fetch_only_from_leader=params.fetch_only_from_leader,
+            )
+            if (
+                record_follower_fetch
+                and params.is_follower
+                and read.diverging_epoch is None
+                and partition.update_follower_fetch_state(
+                    params.replica_id,
+                    request.fetch_offset,
+                    request.log_start_offset,
+                    params.replica_epoch,
+                    leader_leo,
+                    now,
+                )
+            ):
+                rm.on_high_watermark_moved(partition.key)
+        except (PartitionError, StorageError) as exc:
+            log.debug("fetch from %s-%d: %s", request.topic, request.partition, exc)
+            results.append(PartitionFetchResult(request, exc.error_code))
+            continue
+        except OSError as exc:
+            log.error(
+                "fetch from %s-%d: cannot read the log: %s", request.topic, request.partition, exc
+            )
+            results.append(PartitionFetchResult(request, ErrorCode.KAFKA_STORAGE_ERROR))
+            continue
+        size = len(read.records)
+        if size:
+            min_one_batch = False
+            remaining -= size
+        hw = partition.high_watermark if params.is_follower else read.high_watermark
+        results.append(
+            PartitionFetchResult(
+                request,
+                high_watermark=hw,
+                last_stable_offset=hw,
+                log_start_offset=read.log_start_offset,
+                records=read.records,
+                diverging_epoch=read.diverging_epoch,
+            )
+        )
+    return results
+
+
+def can_respond(params: FetchParams, results: list[PartitionFetchResult]) -> bool:
+    """Kafka's conditions for answering a fetch without waiting."""
+    if params.max_wait_ms <= 0 or not results:
+        return True
+    readable = 0
+    for result in results:
+        if result.error is not ErrorCode.NONE or result.diverging_epoch is not None:
+            return True
+        readable += len(result.records)
+    return readable >= params.min_bytes
+
+
+class DelayedFetch(DelayedOperation):
+    def __init__(
+        self,
+        rm: ReplicaManager,
+        params: FetchParams,
+        requests: list[PartitionFetch],
+        future: asyncio.Future[list[PartitionFetchResult]],
+    ) -> None:
+        super().__init__(params.max_wait_ms)
+        self.rm = rm
+        self.params = params
+        self.requests = requests
+        self.future = future
+        self._results: list[PartitionFetchResult] | None = None
+
+    def try_complete(self) -> bool:
+        results = read_from_local_log(self.rm, self.params, self.requests, False)
+        if can_respond(self.params, results):
+            self._results = results
+            return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        results = self._results
+        if results is None:  # expired or forced: answer with what there is now
+            results = read_from_local_log(self.rm, self.params, self.requests, False)
+        resolve(self.future, results)
+
+
+async def fetch_messages(
+    rm: ReplicaManager, params: FetchParams, requests: list[PartitionFetch]
+) -> list[PartitionFetchResult]:
+    results = read_from_local_log(rm, params, requests)
+    if can_respond(params, results):
+        return results
+    future: asyncio.Future[list[PartitionFetchResult]] = asyncio.get_running_loop().create_future()
+    op = DelayedFetch(rm, params, requests, future)
+    rm.fetch_purgatory.try_complete_else_watch(op, {r.key for r in requests})
+    return await future

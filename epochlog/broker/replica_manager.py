@@ -1,0 +1,383 @@
+"""The partitions this broker hosts, and everything that changes them as a group.
+
+The replica manager owns the `Partition` objects (created on the first LeaderAndIsr that names
+this broker, from the log on disk or a new one), applies the controller's LeaderAndIsr and
+StopReplica to them, and runs the broker's background work:
+
+- high-watermark checkpoints (`replication-offset-checkpoint`, through the log manager) every
+  replica.high.watermark.checkpoint.interval.ms and on shutdown, of the hosted partitions only,
+  as Kafka does; but never before this broker has applied the first LeaderAndIsr of its current
+  generation (broker epoch). Before that no partition is hosted, so a checkpoint would erase
+  every HW on disk; a crash right after would make the broker truncate to 0 (KAFKA-7235). The
+  guard is the mechanism switch `epochlog.test.hw.checkpoint.guard.enabled`.
+- retention every log.retention.check.interval.ms (never past the HW) with the expiry of idle
+  producer ids, and the recovery-point and log-start-offset checkpoints
+  (log.flush.offset.checkpoint.interval.ms, log.flush.start.offset.checkpoint.interval.ms).
+- the two purgatories: delayed produces (acks=all) wait for the HW, delayed fetches (long-poll)
+  for data. Any move of a partition's LEO, HW or role calls `check_and_complete` with its key.
+
+The produce and fetch paths themselves live in `appends` and `reads`. Followers only record
+their state for now; `on_become_follower(partitions)` and `on_stop_replicas(keys)` are the hooks
+where replica fetchers attach.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from epochlog.broker.collaborators import BrokerEpochHolder
+from epochlog.broker.config import BrokerConfig
+from epochlog.broker.control_rules import (
+    LeaderAndIsrAction,
+    leader_and_isr_verdict,
+    stop_replica_verdict,
+)
+from epochlog.broker.delayed import DelayedOperationPurgatory, Scheduler
+from epochlog.broker.metadata_cache import MetadataCache
+from epochlog.broker.partition import (
+    Partition,
+    PartitionError,
+    PartitionState,
+    rebuild_producer_state,
+)
+from epochlog.broker.producer_state import ProducerStateManager
+from epochlog.protocol.errors import ErrorCode
+from epochlog.protocol.schema import ZERO_UUID
+from epochlog.storage import LogManager, StorageError
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def known_topic_id(value: uuid.UUID | None) -> uuid.UUID | None:
+    return None if value is None or value == ZERO_UUID else value
+
+
+class ReplicaManager:
+    def __init__(
+        self,
+        *,
+        broker_id: int,
+        config: BrokerConfig,
+        log_manager: LogManager,
+        metadata_cache: MetadataCache,
+        epoch_holder: BrokerEpochHolder,
+        schedule: Scheduler | None = None,
+    ) -> None:
+        self.broker_id = broker_id
+        self.config = config
+        self.log_manager = log_manager
+        self.metadata_cache = metadata_cache
+        self.epoch_holder = epoch_holder
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.produce_purgatory = DelayedOperationPurgatory("produce", schedule)
+        self.fetch_purgatory = DelayedOperationPurgatory("fetch", schedule)
+        self.controller_epoch = -1
+        self.min_insync_replicas: int = config["min.insync.replicas"]
+        self.on_become_follower: Callable[[list[Partition]], None] | None = None
+        self.on_stop_replicas: Callable[[list[TopicPartition]], None] | None = None
+        self._guard_hw_checkpoint = config.enabled("epochlog.test.hw.checkpoint.guard.enabled")
+        # The broker epoch in force when the last LeaderAndIsr was applied (None: never).
+        self._leader_and_isr_generation: int | None = None
+        self._stored_hws: dict[TopicPartition, int] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # ----------------------------------------------------------------------- lookups
+
+    def get_partition(self, topic: str, partition: int) -> Partition | None:
+        return self.partitions.get((topic, partition))
+
+    def partition_or_error(self, topic: str, partition: int) -> Partition:
+        """The hosted partition, else NOT_LEADER_OR_FOLLOWER when the cluster has it elsewhere
+        and UNKNOWN_TOPIC_OR_PARTITION when nobody does (Kafka's getPartitionOrError)."""
+        found = self.partitions.get((topic, partition))
+        if found is not None:
+            return found
+        if self.metadata_cache.contains(topic, partition):
+            raise PartitionError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"{topic}-{partition} is not hosted on broker {self.broker_id}",
+            )
+        raise PartitionError(
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic-partition {topic}-{partition}"
+        )
+
+    def topic_name_for_id(self, topic_id: uuid.UUID) -> str | None:
+        name = self.metadata_cache.topic_name(topic_id)
+        if name is not None:
+            return name
+        for partition in self.partitions.values():
+            if partition.topic_id == topic_id:
+                return partition.topic
+        return None
+
+    def topic_id_for_name(self, topic: str) -> uuid.UUID | None:
+        topic_id = self.metadata_cache.topic_id(topic)
+        if topic_id is not None:
+            return topic_id
+        for partition in self.partitions.values():
+            if partition.topic == topic and partition.topic_id is not None:
+                return partition.topic_id
+        return None
+
+    # ----------------------------------------------------------------- notifications
+
+    def on_leader_append(self, key: TopicPartition, high_watermark_moved: bool) -> None:
+        """The LEO of a led partition moved (and maybe its HW)."""
+        if high_watermark_moved:
+            self.produce_purgatory.check_and_complete(key)
+        self.fetch_purgatory.check_and_complete(key)
+
+    def on_high_watermark_moved(self, key: TopicPartition) -> None:
+        self.produce_purgatory.check_and_complete(key)
+        self.fetch_purgatory.check_and_complete(key)
+
+    def _on_partition_changed(self, key: TopicPartition) -> None:
+        """Role change or removal: waiting operations re-check (and fail if not leader)."""
+        self.produce_purgatory.check_and_complete(key)
+        self.fetch_purgatory.check_and_complete(key)
+
+    # ---------------------------------------------------------------- LeaderAndIsr
+
+    def apply_leader_and_isr(
+        self, request: Any, version: int
+    ) -> list[tuple[str, uuid.UUID | None, int, ErrorCode]]:
+        """Apply the partitions of a LeaderAndIsr whose broker and controller epochs passed.
+        Returns (topic, topic id, partition, error) per partition, in request order."""
+        self.controller_epoch = max(self.controller_epoch, request.controller_epoch)
+        now = now_ms()
+        results: list[tuple[str, uuid.UUID | None, int, ErrorCode]] = []
+        changed: list[Partition] = []
+        followers: list[Partition] = []
+        for topic_state in request.topic_states:
+            topic = topic_state.topic_name
+            topic_id = known_topic_id(
+                getattr(topic_state, "topic_id", None) if version >= 5 else None
+            )
+            if topic_id is None:
+                topic_id = self.metadata_cache.topic_id(topic)
+            for state in topic_state.partition_states:
+                index = state.partition_index
+                error = self._apply_partition_state(
+                    topic, index, topic_id, state, now, changed, followers
+                )
+                results.append((topic, topic_id, index, error))
+        for partition in changed:
+            self._on_partition_changed(partition.key)
+        if followers and self.on_become_follower is not None:
+            self.on_become_follower(followers)
+        self._leader_and_isr_generation = self.epoch_holder.epoch
+        return results
+
+    def _apply_partition_state(
+        self,
+        topic: str,
+        index: int,
+        topic_id: uuid.UUID | None,
+        state: Any,
+        now: int,
+        changed: list[Partition],
+        followers: list[Partition],
+    ) -> ErrorCode:
+        partition = self.partitions.get((topic, index))
+        if partition is not None:
+            local_epoch, local_topic_id = partition.leader_epoch, partition.topic_id
+        else:
+            existing = self.log_manager.get_log(topic, index)
+            local_epoch, local_topic_id = -1, existing.topic_id if existing else None
+        verdict = leader_and_isr_verdict(
+            local_broker_id=self.broker_id,
+            local_leader_epoch=local_epoch,
+            local_topic_id=local_topic_id,
+            request_topic_id=topic_id,
+            leader=state.leader,
+            leader_epoch=state.leader_epoch,
+            replicas=tuple(state.replicas),
+        )
+        if verdict.error is not ErrorCode.NONE:
+            log.info(
+                "LeaderAndIsr for %s-%d (leader epoch %d, local %d): %s",
+                topic,
+                index,
+                state.leader_epoch,
+                local_epoch,
+                verdict.error.name,
+            )
+            return verdict.error
+        try:
+            if partition is None:
+                partition = self._create_partition(topic, index, topic_id, now)
+            elif topic_id is not None:
+                partition.log.assign_topic_id(topic_id)
+            new_state = PartitionState(
+                leader=state.leader,
+                leader_epoch=state.leader_epoch,
+                isr=tuple(state.isr),
+                replicas=tuple(state.replicas),
+                partition_epoch=state.partition_epoch,
+                controller_epoch=state.controller_epoch,
+                is_new=bool(getattr(state, "is_new", False)),
+            )
+            if verdict.action is LeaderAndIsrAction.BECOME_LEADER:
+                partition.make_leader(new_state, now)
+                log.info("%s: leader at epoch %d", partition.name, state.leader_epoch)
+            elif verdict.action is LeaderAndIsrAction.BECOME_FOLLOWER:
+                partition.make_follower(new_state)
+                followers.append(partition)
+                log.info(
+                    "%s: follower of %d at epoch %d",
+                    partition.name,
+                    state.leader,
+                    state.leader_epoch,
+                )
+        except StorageError as exc:
+            log.warning("LeaderAndIsr for %s-%d failed: %s", topic, index, exc)
+            return exc.error_code
+        changed.append(partition)
+        return ErrorCode.NONE
+
+    def _create_partition(
+        self, topic: str, index: int, topic_id: uuid.UUID | None, now: int
+    ) -> Partition:
+        key = (topic, index)
+        log_ = self.log_manager.get_or_create_log(topic, index, topic_id)
+        state = ProducerStateManager(f"{topic}-{index}")
+        rebuild_producer_state(state, log_, now)
+        partition = Partition(
+            topic,
+            index,
+            self.broker_id,
+            log_,
+            state,
+            high_watermark=self._stored_hws.get(key, 0),
+        )
+        self.partitions[key] = partition
+        return partition
+
+    # ------------------------------------------------------------------ StopReplica
+
+    def stop_replicas(
+        self, entries: Iterable[tuple[str, int, int, bool]]
+    ) -> list[tuple[str, int, ErrorCode]]:
+        """Stop (topic, partition, request leader epoch, delete) replicas; error per entry."""
+        results: list[tuple[str, int, ErrorCode]] = []
+        stopped: list[TopicPartition] = []
+        for topic, index, request_epoch, delete in entries:
+            key = (topic, index)
+            partition = self.partitions.get(key)
+            error = stop_replica_verdict(
+                local_leader_epoch=partition.leader_epoch if partition else None,
+                request_leader_epoch=request_epoch,
+            )
+            if error is not ErrorCode.NONE:
+                results.append((topic, index, error))
+                continue
+            if partition is not None:
+                del self.partitions[key]
+                partition.stop_leading()
+                self._stored_hws[key] = partition.high_watermark
+                stopped.append(key)
+            try:
+                if delete:
+                    self._stored_hws.pop(key, None)
+                    if self.log_manager.delete_log(topic, index):
+                        log.info("deleted the log of %s-%d", topic, index)
+            except OSError as exc:
+                log.warning("cannot delete the log of %s-%d: %s", topic, index, exc)
+                results.append((topic, index, ErrorCode.KAFKA_STORAGE_ERROR))
+                continue
+            results.append((topic, index, ErrorCode.NONE))
+        for key in stopped:
+            self._on_partition_changed(key)
+        if stopped and self.on_stop_replicas is not None:
+            self.on_stop_replicas(stopped)
+        return results
+
+    # --------------------------------------------------------- high-watermark checkpoints
+
+    def high_watermarks(self) -> dict[TopicPartition, int]:
+        return {key: p.high_watermark for key, p in self.partitions.items()}
+
+    @property
+    def hw_checkpoint_allowed(self) -> bool:
+        """KAFKA-7235 guard: only after the first LeaderAndIsr of the current generation."""
+        if not self._guard_hw_checkpoint:
+            return True
+        return self._leader_and_isr_generation == self.epoch_holder.epoch
+
+    def checkpoint_high_watermarks(self) -> bool:
+        """Write replication-offset-checkpoint of the hosted partitions; False if skipped."""
+        if not self.hw_checkpoint_allowed:
+            return False
+        self.log_manager.write_high_watermarks(self.high_watermarks())
+        return True
+
+    def run_retention(self, now: int | None = None) -> int:
+        """One retention pass and producer-id expiry; segments deleted."""
+        now = now_ms() if now is None else now
+        deleted = self.log_manager.cleanup_logs(now, self.high_watermarks())
+        expiration = self.config["producer.id.expiration.ms"]
+        for partition in self.partitions.values():
+            partition.producer_state.remove_expired(now, expiration)
+        return deleted
+
+    # -------------------------------------------------------------------- lifecycle
+
+    def startup(self) -> None:
+        """Read the HW checkpoint (the log manager must have loaded) and start the tasks."""
+        self._stored_hws = self.log_manager.read_high_watermarks()
+        self._start_task(
+            "hw-checkpoint",
+            self.config["replica.high.watermark.checkpoint.interval.ms"],
+            self.checkpoint_high_watermarks,
+        )
+        self._start_task(
+            "retention", self.config["log.retention.check.interval.ms"], self.run_retention
+        )
+        self._start_task(
+            "recovery-point-checkpoint",
+            self.config["log.flush.offset.checkpoint.interval.ms"],
+            self.log_manager.checkpoint_recovery_points,
+        )
+        self._start_task(
+            "log-start-offset-checkpoint",
+            self.config["log.flush.start.offset.checkpoint.interval.ms"],
+            self.log_manager.checkpoint_log_start_offsets,
+        )
+
+    def _start_task(self, name: str, interval_ms: int, work: Callable[[], object]) -> None:
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(interval_ms / 1000.0)
+                try:
+                    work()
+                except Exception:
+                    log.exception("background task %s failed", name)
+
+        self._tasks.append(asyncio.get_running_loop().create_task(loop(), name=name))
+
+    async def shutdown(self) -> None:
+        """Stop the tasks, answer every waiting operation, checkpoint the HWs (if allowed)."""
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+        self.produce_purgatory.complete_all()
+        self.fetch_purgatory.complete_all()
+        try:
+            self.checkpoint_high_watermarks()
+        except OSError as exc:
+            log.warning("cannot write the high watermark checkpoint: %s", exc)

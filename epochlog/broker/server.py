@@ -1,0 +1,304 @@
+"""The broker's network server: Kafka framing over asyncio, one request at a time per client.
+
+How it works. Each listener is an asyncio server; each accepted connection is a `Connection`
+protocol. Bytes are framed as they arrive (int32 size, then that many bytes). A size <= 0 or
+above socket.request.max.bytes closes that connection at once without reading on (Kafka's
+InvalidReceiveException). Whole frames go into the connection's queue; when the queue is long
+reading pauses, so a client cannot make the broker buffer without bound.
+
+One task per connection takes frames from the queue in order and handles each completely
+before the next: decode, run the API's handler (which may wait on the purgatories: acks=all,
+long-poll fetch), write the response, and wait until the transport's buffer is empty. That is
+Kafka's muting of a channel while its request is in flight, so responses are in request order.
+Slow requests await futures; nothing blocks the event loop.
+
+Bad input closes only the connection it came on:
+- a frame that does not decode (garbage, truncated body, trailing bytes): close, logged;
+- an API key or version we do not serve: ApiVersions gets the v0 UNSUPPORTED_VERSION body that
+  lists its own range; another API we serve gets its error response with UNSUPPORTED_VERSION
+  (encoded at the nearest version we serve, without per-partition entries since the body could
+  not be read); an unknown API key gets a frame of correlation id + int16 UNSUPPORTED_VERSION;
+- a handler that fails unexpectedly: the API's error response with UNKNOWN_SERVER_ERROR;
+- a handler that raises `CloseConnection` (a failed acks=0 produce): close.
+
+Fetch responses are encoded with holes for the log data and written by `transmit` (sendfile).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections import deque
+from typing import cast
+
+from epochlog.broker.handlers import HANDLERS, BrokerServices, CloseConnection, ConnectionInfo
+from epochlog.broker.handlers.errors import error_response, nearest_version, unknown_api_response
+from epochlog.broker.transmit import SendMode, SliceTruncatedError, send_segmented
+from epochlog.protocol.api import (
+    APIS,
+    ApiKey,
+    decode_request,
+    encode_response,
+    encode_response_segments,
+    peek_request_header,
+    unsupported_api_versions_response,
+)
+from epochlog.protocol.errors import DecodeError, ErrorCode, ProtocolError, UnsupportedVersionError
+
+log = logging.getLogger(__name__)
+
+MAX_QUEUED_FRAMES = 32
+_SIZE_BYTES = 4
+
+
+class KafkaServer:
+    """Listens on the broker's listeners and serves every connection."""
+
+    def __init__(
+        self,
+        services: BrokerServices,
+        *,
+        max_request_bytes: int,
+        send_mode: SendMode = SendMode.DIRECT,
+    ) -> None:
+        self.services = services
+        self.max_request_bytes = max_request_bytes
+        self.send_mode = send_mode
+        self.connections: set[Connection] = set()
+        self._servers: list[asyncio.AbstractServer] = []
+
+    async def listen(self, listener: str, host: str, port: int) -> int:
+        """Start serving `listener` on host:port; returns the bound port (port 0: a free one)."""
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(
+            lambda: Connection(self, listener), host or None, port, reuse_address=True, backlog=512
+        )
+        self._servers.append(server)
+        bound = server.sockets[0].getsockname()[1]
+        log.info("listening for %s on %s:%d", listener, host or "*", bound)
+        return bound
+
+    async def stop(self) -> None:
+        """Stop accepting, close every connection and wait for their tasks."""
+        for server in self._servers:
+            server.close()
+        for connection in list(self.connections):
+            connection.close("broker shutting down")
+        tasks = [c.task for c in self.connections if c.task is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        for server in self._servers:
+            with contextlib.suppress(Exception):
+                await server.wait_closed()
+        self._servers.clear()
+
+
+class Connection(asyncio.Protocol):
+    """One client connection: framing, the in-order request loop, flow control."""
+
+    def __init__(self, server: KafkaServer, listener: str) -> None:
+        self.server = server
+        self.listener = listener
+        self.transport: asyncio.Transport | None = None
+        self.task: asyncio.Task[None] | None = None
+        self.info = ConnectionInfo(listener, "?")
+        self._buffer = bytearray()
+        self._frames: deque[bytes] = deque()
+        self._frame_ready: asyncio.Future[None] | None = None
+        self._drained: asyncio.Future[None] | None = None
+        self._write_paused = False
+        self._read_paused = False
+        self._eof = False
+        self._closed = False
+
+    # ---------------------------------------------------------------- asyncio protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports do not subclass asyncio.Transport, but behave as one.
+        self.transport = cast(asyncio.Transport, transport)
+        peer = transport.get_extra_info("peername")
+        self.info = ConnectionInfo(self.listener, f"{peer[0]}:{peer[1]}" if peer else "?")
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        # Pause as soon as anything is buffered, resume when the buffer is empty: the request
+        # loop waits for that before the next request, and sendfile needs an empty buffer.
+        self.transport.set_write_buffer_limits(high=0)
+        self.server.connections.add(self)
+        self.task = asyncio.get_running_loop().create_task(self._serve())
+
+    def data_received(self, data: bytes) -> None:
+        if self._closed:
+            return
+        buf = self._buffer
+        buf += data
+        pos = 0
+        end = len(buf)
+        limit = self.server.max_request_bytes
+        while end - pos >= _SIZE_BYTES:
+            size = int.from_bytes(buf[pos : pos + _SIZE_BYTES], "big", signed=True)
+            if size <= 0 or size > limit:
+                self.close(f"request size {size} is outside 1..{limit} (socket.request.max.bytes)")
+                return
+            if end - pos - _SIZE_BYTES < size:
+                break
+            start = pos + _SIZE_BYTES
+            self._frames.append(bytes(buf[start : start + size]))
+            pos = start + size
+        if pos:
+            del buf[:pos]
+        if self._frames:
+            self._wake(self._frame_ready)
+            if len(self._frames) >= MAX_QUEUED_FRAMES and not self._read_paused:
+                self._read_paused = True
+                assert self.transport is not None
+                self.transport.pause_reading()
+
+    def eof_received(self) -> bool:
+        # Answer what has arrived, then close (a client may half-close after its requests).
+        self._eof = True
+        self._wake(self._frame_ready)
+        return True
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        self.server.connections.discard(self)
+        self._wake(self._frame_ready)
+        self._wake(self._drained)
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._wake(self._drained)
+
+    # --------------------------------------------------------------------- helpers
+
+    @staticmethod
+    def _wake(waiter: asyncio.Future[None] | None) -> None:
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def close(self, reason: str, level: int = logging.INFO) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        log.log(level, "closing connection from %s: %s", self.info.peer, reason)
+        if self.transport is not None:
+            self.transport.close()
+        self._wake(self._frame_ready)
+        self._wake(self._drained)
+
+    async def wait_drained(self) -> None:
+        """Until the transport has written everything it buffered."""
+        while self._write_paused and not self._closed:
+            self._drained = asyncio.get_running_loop().create_future()
+            await self._drained
+        if self._closed:
+            raise ConnectionResetError("connection closed")
+
+    async def _next_frame(self) -> bytes | None:
+        while not self._frames:
+            if self._closed or self._eof:
+                return None
+            self._frame_ready = asyncio.get_running_loop().create_future()
+            await self._frame_ready
+        frame = self._frames.popleft()
+        if self._read_paused and len(self._frames) < MAX_QUEUED_FRAMES // 2 and not self._closed:
+            self._read_paused = False
+            assert self.transport is not None
+            self.transport.resume_reading()
+        return frame
+
+    # ---------------------------------------------------------------- request loop
+
+    async def _serve(self) -> None:
+        try:
+            while not self._closed:
+                frame = await self._next_frame()
+                if frame is None:
+                    break
+                await self._handle(frame)
+            if self._eof and not self._closed:
+                self.close("client closed its side", logging.DEBUG)
+        except (asyncio.CancelledError, ConnectionError):
+            pass
+        except Exception:
+            log.exception("connection from %s failed", self.info.peer)
+            self.close("internal error")
+
+    async def _handle(self, frame: bytes) -> None:
+        try:
+            request = decode_request(frame)
+        except UnsupportedVersionError as exc:
+            self._answer_unsupported(frame, exc)
+            await self.wait_drained()
+            return
+        except DecodeError as exc:
+            log.warning("bad request from %s: %s", self.info.peer, exc)
+            self.close("malformed request")
+            return
+        api_key, version = request.api_key, request.api_version
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "%s v%d from %s (%s)",
+                ApiKey(api_key).name,
+                version,
+                self.info.peer,
+                request.header.client_id,
+            )
+        services = self.server.services
+        try:
+            body = await HANDLERS[api_key](services, request, self.info)
+        except CloseConnection as exc:
+            self.close(str(exc))
+            return
+        except (asyncio.CancelledError, ConnectionError):
+            raise
+        except Exception:
+            log.exception("%s v%d from %s failed", ApiKey(api_key).name, version, self.info.peer)
+            body = error_response(api_key, version, request.body, ErrorCode.UNKNOWN_SERVER_ERROR)
+        if body is None or self._closed:
+            return
+        assert self.transport is not None
+        try:
+            if api_key == ApiKey.FETCH:
+                segments = encode_response_segments(api_key, version, request.correlation_id, body)
+                await send_segmented(
+                    self.transport, segments, self.wait_drained, self.server.send_mode
+                )
+            else:
+                self.transport.write(
+                    encode_response(api_key, version, request.correlation_id, body)
+                )
+        except SliceTruncatedError as exc:
+            log.warning("fetch response to %s cut short: %s", self.info.peer, exc)
+            self.close("log truncated during a fetch response")
+            return
+        except ProtocolError:
+            log.exception("cannot encode the %s v%d response", ApiKey(api_key).name, version)
+            self.close("response encoding failed")
+            return
+        await self.wait_drained()
+
+    def _answer_unsupported(self, frame: bytes, exc: UnsupportedVersionError) -> None:
+        api_key, version, correlation_id = peek_request_header(frame)
+        log.info("request from %s: %s", self.info.peer, exc)
+        assert self.transport is not None
+        if api_key == ApiKey.API_VERSIONS:
+            self.transport.write(unsupported_api_versions_response(correlation_id))
+        elif api_key in APIS:
+            nearest = nearest_version(api_key, version)
+            body = error_response(api_key, nearest, None, ErrorCode.UNSUPPORTED_VERSION)
+            self.transport.write(encode_response(api_key, nearest, correlation_id, body))
+        else:
+            self.transport.write(unknown_api_response(correlation_id))

@@ -1,0 +1,338 @@
+"""What each `epochlog` command does (the parser is in `main`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+
+class CommandError(Exception):
+    """A command that cannot do what was asked; the message says why."""
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    handler = {
+        "up": cmd_up,
+        "down": cmd_down,
+        "status": cmd_status,
+        "broker": cmd_broker,
+        "topics": cmd_topics,
+        "produce": cmd_produce,
+        "consume": cmd_consume,
+        "demo": cmd_demo,
+    }[args.command]
+    return handler(args, console)
+
+
+def _key_values(pairs: list[str], what: str) -> dict[str, str]:
+    values = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise CommandError(f"{what} {pair!r} is not KEY=VALUE")
+        values[key.strip()] = value.strip()
+    return values
+
+
+# ----------------------------------------------------------------------------- local cluster
+
+
+def cmd_up(args: argparse.Namespace, console: Console) -> int:
+    from epochlog.broker.config import BrokerConfig, ConfigError
+    from epochlog.testing.cluster import STATE_FILE, ClusterError, LocalCluster
+
+    directory = Path(args.dir)
+    if (directory / STATE_FILE).exists():
+        raise CommandError(f"a cluster is already up in {directory} (epochlog down first)")
+    overrides = _key_values(args.config, "--config")
+    try:  # validate the overrides before starting anything
+        BrokerConfig.from_dict({"broker.id": 0, "zookeeper.connect": "x:1", **overrides})
+    except ConfigError as exc:
+        raise CommandError(str(exc)) from None
+    cluster = LocalCluster(
+        directory,
+        args.brokers,
+        zookeeper=args.zookeeper,
+        broker_config=overrides,
+        die_with_parent=False,
+    )
+    with console.status(f"starting ZooKeeper and {args.brokers} brokers in {directory} ..."):
+        try:
+            cluster.start()
+        except ClusterError as exc:
+            cluster.close()
+            raise CommandError(str(exc)) from None
+    console.print(f"ZooKeeper: {cluster.zk_connect}")
+    console.print(f"bootstrap servers: [bold]{cluster.bootstrap_servers}[/]")
+    return 0
+
+
+def cmd_down(args: argparse.Namespace, console: Console) -> int:
+    from epochlog.testing.cluster import ClusterError, LocalCluster
+
+    try:
+        cluster = LocalCluster.attach(args.dir)
+    except ClusterError as exc:
+        raise CommandError(str(exc)) from None
+    with console.status("stopping brokers and ZooKeeper ..."):
+        cluster.close()
+    console.print("cluster stopped")
+    return 0
+
+
+def _zookeeper_of(args: argparse.Namespace) -> str:
+    from epochlog.testing.cluster import ClusterError, LocalCluster
+
+    if getattr(args, "zookeeper", None):
+        return args.zookeeper
+    try:
+        return LocalCluster.attach(args.dir).zk_connect or ""
+    except ClusterError as exc:
+        raise CommandError(f"{exc}, or pass --zookeeper") from None
+
+
+def read_status(zookeeper: str) -> dict[str, Any]:
+    """Controller, brokers (endpoints, epochs) and partitions, read from ZooKeeper."""
+    from epochlog.zk import controller_zk as zkc
+    from epochlog.zk.session import close_client, connect
+
+    client = connect(zookeeper, session_timeout_ms=6000)
+    try:
+        brokers = zkc.read_brokers(client)
+        controller = zkc.read_controller(client)
+        epoch = zkc.read_controller_epoch(client)
+        topics = zkc.read_topics(client)
+        states = zkc.read_all_partition_states(client, topics)
+    finally:
+        close_client(client)
+    live = set(brokers)
+    partitions = []
+    for (topic, partition), versioned in sorted(states.items()):
+        replicas = list(topics[topic].partitions[partition])
+        state = versioned.state
+        partitions.append(
+            {
+                "topic": topic,
+                "partition": partition,
+                "leader": state.leader,
+                "leader_epoch": state.leader_epoch,
+                "partition_epoch": versioned.version,
+                "replicas": replicas,
+                "isr": list(state.isr),
+                "under_replicated": len(state.isr) < len(replicas),
+                "offline": state.leader < 0 or state.leader not in live,
+            }
+        )
+    return {
+        "controller": controller,
+        "controller_epoch": epoch[0] if epoch else None,
+        "brokers": [
+            {
+                "id": broker_id,
+                "endpoints": [str(e) for e in registered.registration.endpoints],
+                "rack": registered.registration.rack,
+                "epoch": registered.epoch,
+            }
+            for broker_id, registered in sorted(brokers.items())
+        ],
+        "topics": {t: str(a.topic_id) for t, a in sorted(topics.items())},
+        "partitions": partitions,
+    }
+
+
+def cmd_status(args: argparse.Namespace, console: Console) -> int:
+    status = read_status(_zookeeper_of(args))
+    if args.json:
+        print(json.dumps(status, indent=2))
+        return 0
+    console.print(
+        f"controller: broker [bold]{status['controller']}[/] "
+        f"(controller epoch {status['controller_epoch']})"
+    )
+    brokers = Table(title="brokers")
+    for column in ("id", "endpoints", "rack", "broker epoch (czxid)"):
+        brokers.add_column(column)
+    for b in status["brokers"]:
+        brokers.add_row(str(b["id"]), ", ".join(b["endpoints"]), b["rack"] or "", str(b["epoch"]))
+    console.print(brokers)
+    parts = Table(title="partitions")
+    for column in ("topic", "partition", "leader", "leader epoch", "replicas", "isr", "state"):
+        parts.add_column(column)
+    for p in status["partitions"]:
+        state = (
+            "offline" if p["offline"] else ("under-replicated" if p["under_replicated"] else "ok")
+        )
+        parts.add_row(
+            p["topic"],
+            str(p["partition"]),
+            str(p["leader"]),
+            str(p["leader_epoch"]),
+            ",".join(map(str, p["replicas"])),
+            ",".join(map(str, p["isr"])),
+            state,
+        )
+    console.print(parts)
+    return 0
+
+
+def cmd_broker(args: argparse.Namespace, console: Console) -> int:
+    from epochlog.testing.cluster import ClusterError, LocalCluster
+
+    if args.broker_command == "start" and args.config:
+        from epochlog.broker.main import run_from_properties
+
+        return run_from_properties(args.config)
+    if args.broker_command == "start" and args.id is None:
+        raise CommandError("broker start needs --config FILE, or a local-cluster broker ID")
+    try:
+        cluster = LocalCluster.attach(args.dir)
+    except ClusterError as exc:
+        raise CommandError(str(exc)) from None
+    if args.id not in cluster.brokers:
+        raise CommandError(f"no broker {args.id} in the local cluster {args.dir}")
+    started = time.monotonic()
+    if args.broker_command == "stop":
+        cluster.stop_broker(args.id)
+    elif args.broker_command == "kill":
+        cluster.kill_broker(args.id)
+    elif args.broker_command == "start":
+        cluster.start_broker(args.id)
+    elif args.broker_command == "bounce":
+        cluster.stop_broker(args.id)
+        cluster.start_broker(args.id)
+    console.print(
+        f"broker {args.id}: {args.broker_command} done in {time.monotonic() - started:.1f} s"
+    )
+    return 0
+
+
+# ----------------------------------------------------------------------------- clients
+
+
+def _bootstrap(args: argparse.Namespace) -> str:
+    if args.bootstrap_server:
+        return args.bootstrap_server
+    from epochlog.testing.cluster import ClusterError, LocalCluster
+
+    try:
+        return LocalCluster.attach(args.dir).bootstrap_servers
+    except ClusterError as exc:
+        raise CommandError(f"{exc}, or pass --bootstrap-server") from None
+
+
+def cmd_topics(args: argparse.Namespace, console: Console) -> int:
+    from epochlog.client import Admin, KafkaError
+
+    with Admin({"bootstrap.servers": _bootstrap(args)}) as admin:
+        try:
+            return _topics(admin, args, console)
+        except KafkaError as exc:
+            raise CommandError(str(exc)) from None
+
+
+def _topics(admin: Any, args: argparse.Namespace, console: Console) -> int:
+    command = args.topics_command
+    if command == "create":
+        admin.create_topic(
+            args.topic,
+            args.partitions,
+            args.replication_factor,
+            _key_values(args.config, "--config"),
+        )
+        console.print(f"Created topic {args.topic}.")
+    elif command == "delete":
+        admin.delete_topic(args.topic)
+        console.print(f"Deleted topic {args.topic}.")
+    elif command == "list":
+        for name in admin.list_topics():
+            print(name)
+    elif command == "describe":
+        names = [args.topic] if args.topic else admin.list_topics()
+        table = Table()
+        for column in ("topic", "topic id", "partition", "leader", "replicas", "isr"):
+            table.add_column(column)
+        for name, description in sorted(admin.describe_topics(names).items()):
+            for p in description.partitions:
+                table.add_row(
+                    name,
+                    str(description.topic_id),
+                    str(p.partition),
+                    str(p.leader),
+                    ",".join(map(str, p.replicas)),
+                    ",".join(map(str, p.isr)),
+                )
+        console.print(table)
+    return 0
+
+
+def cmd_produce(args: argparse.Namespace, console: Console) -> int:
+    from epochlog.client import KafkaError, Producer
+
+    count = 0
+    with Producer({"bootstrap.servers": _bootstrap(args), "acks": args.acks}) as producer:
+        try:
+            for line in sys.stdin:
+                line = line.rstrip("\n")
+                key = None
+                if args.key_separator and args.key_separator in line:
+                    key, line = line.split(args.key_separator, 1)
+                producer.send(args.topic, line.encode(), key=key.encode() if key else None)
+                count += 1
+            producer.flush()
+        except KafkaError as exc:
+            raise CommandError(str(exc)) from None
+    Console(stderr=True).print(f"produced {count} records to {args.topic}")
+    return 0
+
+
+def cmd_consume(args: argparse.Namespace, console: Console) -> int:
+    from epochlog.client import Admin, Consumer
+
+    bootstrap = _bootstrap(args)
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        description = admin.describe_topics([args.topic]).get(args.topic)
+    if description is None:
+        raise CommandError(f"topic {args.topic!r} does not exist")
+    config = {
+        "bootstrap.servers": bootstrap,
+        "auto.offset.reset": "earliest" if args.from_beginning else "latest",
+    }
+    seen = 0
+    idle_since = time.monotonic()
+    with Consumer(config) as consumer:
+        consumer.assign([(args.topic, p.partition) for p in description.partitions])
+        while args.max_messages is None or seen < args.max_messages:
+            records = consumer.poll(0.5)
+            if not records:
+                if args.timeout_ms and (time.monotonic() - idle_since) * 1000 > args.timeout_ms:
+                    break
+                continue
+            idle_since = time.monotonic()
+            for record in records:
+                value = record.value.decode(errors="replace") if record.value is not None else ""
+                if args.print_key:
+                    key = record.key.decode(errors="replace") if record.key is not None else ""
+                    print(f"{key}\t{value}", flush=True)
+                else:
+                    print(value, flush=True)
+                seen += 1
+                if args.max_messages is not None and seen >= args.max_messages:
+                    break
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace, console: Console) -> int:
+    if args.storage:
+        from epochlog.cli.storage_demo import run as storage_demo
+
+        return 0 if storage_demo(Path(args.dir), console) else 1
+    from epochlog.cli.cluster_demo import run as cluster_demo
+
+    return 0 if cluster_demo(Path(args.dir), console) else 1
