@@ -87,7 +87,10 @@ class Producer:
         self.config = self._producer.config
         self._max_request_size: int = self.config["max.request.size"]
         self._buffer_memory: int = self.config["buffer.memory"]
-        self._slow_sends: set[asyncio.Task[None]] = set()  # only touched on the loop
+        # Sends whose topic has no metadata yet, in order; one task appends them when it comes.
+        # Only touched on the loop.
+        self._waiting_sends: collections.deque[tuple] = collections.deque()
+        self._waiting_task: asyncio.Task[None] | None = None
         self._lock = threading.Lock()
         self._handoff: collections.deque[tuple] = collections.deque()
         self._handoff_scheduled = False
@@ -142,7 +145,7 @@ class Producer:
         producer = self._producer
         for item in items:
             topic, result = item[0], item[-1]
-            if self._slow_sends or producer._net.cluster.partition_count(topic) is None:
+            if self._waiting_sends or producer._net.cluster.partition_count(topic) is None:
                 self._send_later(item)  # keep order behind sends still waiting for metadata
                 continue
             try:
@@ -151,26 +154,31 @@ class Producer:
                 result.set_exception(exc)
 
     def _send_later(self, item: tuple) -> None:
-        producer = self._producer
-        previous = list(self._slow_sends)
+        """Queue a send behind the others waiting for metadata (keeping the order of sends)."""
+        self._waiting_sends.append(item)
+        if self._waiting_task is None or self._waiting_task.done():
+            self._waiting_task = self._thread.loop.create_task(self._append_waiting())
 
-        async def later() -> None:
-            if previous:
-                await asyncio.gather(*previous, return_exceptions=True)
+    async def _append_waiting(self) -> None:
+        producer = self._producer
+        while self._waiting_sends:
+            item = self._waiting_sends[0]
             try:
                 await producer.ready_for(item[0])
+            except Exception as exc:
+                self._waiting_sends.popleft()
+                item[-1].set_exception(exc)
+                continue
+            self._waiting_sends.popleft()
+            try:
                 producer.append(*item)
             except Exception as exc:
                 item[-1].set_exception(exc)
 
-        task = self._thread.loop.create_task(later())
-        self._slow_sends.add(task)
-        task.add_done_callback(self._slow_sends.discard)
-
     async def _settle_sends(self) -> None:
         """Wait for sends still waiting for their topic's metadata (so flush covers them)."""
-        while self._slow_sends:
-            await asyncio.gather(*self._slow_sends, return_exceptions=True)
+        while self._waiting_task is not None and not self._waiting_task.done():
+            await asyncio.shield(self._waiting_task)
 
     def send_and_wait(
         self,
