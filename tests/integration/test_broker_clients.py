@@ -10,14 +10,10 @@ every acknowledged record must still be there.
 
 from __future__ import annotations
 
-import asyncio
-import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -28,8 +24,15 @@ from epochlog.processes import spawn
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import ApiKey
 from epochlog.protocol.records import RecordBatchBuilder
-
-Record = tuple[int, bytes, bytes, list[tuple[str, bytes]]]  # partition, key, value, headers
+from tests.integration.interop import (
+    aiokafka_round_trip,
+    assert_same,
+    confluent_consume,
+    confluent_produce,
+    kafka_python_round_trip,
+    kcat_round_trip,
+    records,
+)
 
 
 def config(log_dir: Path, broker_id: int = 1, **extra) -> dict:
@@ -65,71 +68,6 @@ def make_topic(port: int, topic: str, partitions: int = 2, epoch: int = 0) -> No
     assert all(p.error_code == 0 for t in leader.topics for p in t.partition_errors)
 
 
-def records(tag: str, n: int, partitions: int = 2) -> list[Record]:
-    return [
-        (
-            i % partitions,
-            f"{tag}-key-{i}".encode(),
-            f"{tag}-value-{i}-".encode() + bytes(range(i % 256)),
-            [("h1", f"{i}".encode()), ("bin", bytes([i % 256, 0, 255]))],
-        )
-        for i in range(n)
-    ]
-
-
-def by_partition(items: list[Record]) -> dict[int, list[Record]]:
-    result: dict[int, list[Record]] = {}
-    for item in items:
-        result.setdefault(item[0], []).append(item)
-    return result
-
-
-def assert_same(got: list[Record], expected: list[Record]) -> None:
-    assert by_partition(got) == by_partition(expected)
-
-
-# ------------------------------------------------------------------- confluent-kafka
-
-
-def confluent_produce(bootstrap: str, topic: str, items: list[Record], **conf) -> None:
-    import confluent_kafka as ck
-
-    producer = ck.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **conf})
-    errors: list[object] = []
-    for partition, key, value, headers in items:
-        producer.produce(
-            topic,
-            key=key,
-            value=value,
-            headers=headers,
-            partition=partition,
-            on_delivery=lambda err, _msg: err and errors.append(err),
-        )
-    assert producer.flush(30) == 0
-    assert errors == []
-
-
-def confluent_consume(bootstrap: str, topic: str, partitions: int, count: int) -> list[Record]:
-    import confluent_kafka as ck
-
-    consumer = ck.Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "test", "enable.auto.commit": False}
-    )
-    consumer.assign([ck.TopicPartition(topic, p, 0) for p in range(partitions)])
-    got: list[Record] = []
-    deadline = time.monotonic() + 30
-    try:
-        while len(got) < count and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            assert msg.error() is None, msg.error()
-            got.append((msg.partition(), msg.key(), msg.value(), list(msg.headers() or [])))
-    finally:
-        consumer.close()
-    return got
-
-
 @pytest.mark.parametrize("idempotent", [False, True], ids=["acks-all", "idempotent"])
 def test_confluent_kafka_reads_back_what_it_produced(broker, idempotent):
     topic = f"confluent-{idempotent}"
@@ -145,28 +83,11 @@ def test_confluent_kafka_reads_back_what_it_produced(broker, idempotent):
 
 
 def test_kafka_python_default_idempotent_producer_round_trip(broker):
-    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-
     topic = "kafka-python"
     make_topic(broker.port, topic)
     items = records(topic, 300)
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=5)
-    futures = [producer.send(topic, key=k, value=v, headers=h, partition=p) for p, k, v, h in items]
-    producer.flush(30)
-    offsets = [f.get(10).offset for f in futures]
-    producer.close()
+    offsets, got = kafka_python_round_trip(broker.bootstrap, topic, items, 2)
     assert sorted(offsets) == sorted(list(range(150)) * 2)
-    consumer = KafkaConsumer(
-        bootstrap_servers=broker.bootstrap, group_id=None, enable_auto_commit=False
-    )
-    consumer.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
-    consumer.seek_to_beginning()
-    got: list[Record] = []
-    deadline = time.monotonic() + 20
-    while len(got) < len(items) and time.monotonic() < deadline:
-        for messages in consumer.poll(timeout_ms=500).values():
-            got.extend((r.partition, r.key, r.value, list(r.headers)) for r in messages)
-    consumer.close()
     assert_same(got, items)
 
 
@@ -174,71 +95,19 @@ def test_kafka_python_default_idempotent_producer_round_trip(broker):
 
 
 def test_aiokafka_round_trip(broker):
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-    from aiokafka.structs import TopicPartition
-
     topic = "aiokafka"
     make_topic(broker.port, topic)
     items = records(topic, 200)
-
-    async def run() -> list[Record]:
-        producer = AIOKafkaProducer(
-            bootstrap_servers=broker.bootstrap, acks="all", enable_idempotence=True
-        )
-        await producer.start()
-        try:
-            sends = [
-                await producer.send(topic, key=k, value=v, headers=h, partition=p)
-                for p, k, v, h in items
-            ]
-            await asyncio.gather(*sends)
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=broker.bootstrap, group_id=None, enable_auto_commit=False
-        )
-        await consumer.start()
-        got: list[Record] = []
-        try:
-            parts = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
-            consumer.assign(parts)
-            await consumer.seek_to_beginning(*parts)
-            deadline = time.monotonic() + 20
-            while len(got) < len(items) and time.monotonic() < deadline:
-                batches = await consumer.getmany(timeout_ms=500)
-                for messages in batches.values():
-                    got.extend((r.partition, r.key, r.value, list(r.headers)) for r in messages)
-        finally:
-            await consumer.stop()
-        return got
-
-    assert_same(asyncio.run(run()), items)
+    assert_same(aiokafka_round_trip(broker.bootstrap, topic, items, 2), items)
 
 
 # ------------------------------------------------------------------------------- kcat
 
 
-@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
 def test_kcat_produce_and_consume(broker):
     topic = "kcat"
     make_topic(broker.port, topic, partitions=1)
-    lines = [f"key{i}:value {i} é" for i in range(100)]
-    produced = subprocess.run(
-        ["kcat", "-b", broker.bootstrap, "-P", "-t", topic, "-p", "0", "-K:", "-H", "src=kcat"],
-        input="\n".join(lines) + "\n",
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    assert produced.returncode == 0, produced.stderr
-    consumed = subprocess.run(
-        ["kcat", "-b", broker.bootstrap, "-C", "-t", topic, "-o", "beginning", "-e", "-J"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    assert consumed.returncode == 0, consumed.stderr
-    messages = [json.loads(line) for line in consumed.stdout.splitlines()]
+    messages = kcat_round_trip(broker.bootstrap, topic, 100)
     assert [(j["offset"], j["key"], j["payload"]) for j in messages] == [
         (i, f"key{i}", f"value {i} é") for i in range(100)
     ]
