@@ -101,6 +101,8 @@ class LocalCluster:
         self.zk_pid: int | None = None
         self.zk_connect: str | None = zookeeper
         self.brokers: dict[int, BrokerProcess] = {}
+        # epochs of the generations restarted brokers replace (see wait_ready)
+        self._previous_epochs: dict[int, int] = {}
 
     # ------------------------------------------------------------------------- lifecycle
 
@@ -167,9 +169,19 @@ class LocalCluster:
             out.close()
         broker.pid = broker.process.pid
 
-    def wait_ready(self, broker_ids: list[int] | None = None, timeout_s: float = 60.0) -> None:
-        """Until every broker listens and is registered, and a controller is elected."""
+    def wait_ready(
+        self,
+        broker_ids: list[int] | None = None,
+        timeout_s: float = 60.0,
+        newer_than: dict[int, int] | None = None,
+    ) -> None:
+        """Until every broker listens and is registered, and a controller is elected.
+
+        `newer_than` maps broker ids to epochs their registration must exceed: a restarted
+        broker counts only once its new generation has registered, not while the znode of its
+        killed predecessor is still waiting for the session to expire."""
         ids = broker_ids or sorted(self.brokers)
+        newer_than = newer_than if newer_than is not None else self._previous_epochs
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             for broker_id in ids:
@@ -181,7 +193,11 @@ class LocalCluster:
                     )
             if all(_port_open(self.brokers[b].port) for b in ids):
                 state = self.zk_state()
-                if set(ids) <= set(state["brokers"]) and state["controller"] is not None:
+                registered = state["brokers"]
+                if (
+                    all(b in registered and registered[b] > newer_than.get(b, -1) for b in ids)
+                    and state["controller"] is not None
+                ):
                     return
             time.sleep(0.1)
         raise ClusterError(f"brokers {ids} not ready after {timeout_s:.0f} s")
@@ -233,10 +249,12 @@ class LocalCluster:
         broker = self.brokers[broker_id]
         if broker.is_running():
             raise ClusterError(f"broker {broker_id} is already running (pid {broker.pid})")
+        previous = self.zk_state()["brokers"].get(broker_id, -1)
         self._spawn(broker)
         self._save()
+        self._previous_epochs[broker_id] = previous
         if wait:
-            self.wait_ready([broker_id])
+            self.wait_ready([broker_id], newer_than={broker_id: previous})
 
     def _signal_and_wait(self, broker: BrokerProcess, sig: int, timeout_s: float) -> None:
         if not broker.is_running() or broker.pid is None:

@@ -1,0 +1,145 @@
+"""The `epochlog` command end to end: up, status, topics, produce, consume, broker ops, down."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+
+def epochlog(
+    *args: str, input: str | None = None, check: bool = True
+) -> subprocess.CompletedProcess:
+    result = subprocess.run(
+        [sys.executable, "-m", "epochlog", *args],
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if check:
+        assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+@pytest.fixture
+def cluster_dir(tmp_path):
+    directory = tmp_path / "cluster"
+    yield str(directory)
+    epochlog("down", "--dir", str(directory), check=False)
+    state = directory / "cluster.json"
+    if state.exists():  # `down` failed: stop what `up` started, by pid
+        info = json.loads(state.read_text())
+        pids = [b["pid"] for b in info["brokers"].values()] + [info["zookeeper_pid"]]
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, TypeError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def status(directory: str) -> dict:
+    return json.loads(epochlog("status", "--json", "--dir", directory).stdout)
+
+
+def test_a_local_cluster_from_the_command_line(cluster_dir) -> None:
+    up = epochlog("up", "--brokers", "3", "--dir", cluster_dir)
+    assert "bootstrap servers" in up.stdout
+    before = status(cluster_dir)
+    assert before["controller"] in (1, 2, 3)
+    assert [b["id"] for b in before["brokers"]] == [1, 2, 3]
+
+    epochlog(
+        "topics",
+        "create",
+        "--topic",
+        "events",
+        "--partitions",
+        "3",
+        "--replication-factor",
+        "1",
+        "--dir",
+        cluster_dir,
+    )
+    assert "events" in epochlog("topics", "list", "--dir", cluster_dir).stdout
+    described = epochlog("topics", "describe", "--topic", "events", "--dir", cluster_dir).stdout
+    assert described.count("events") >= 3
+    again = epochlog(
+        "topics",
+        "create",
+        "--topic",
+        "events",
+        "--partitions",
+        "3",
+        "--dir",
+        cluster_dir,
+        check=False,
+    )
+    assert again.returncode != 0 and "TOPIC_ALREADY_EXISTS" in again.stderr + again.stdout
+
+    lines = [f"user-{i}:click {i}" for i in range(50)]
+    epochlog(
+        "produce",
+        "events",
+        "--key-separator",
+        ":",
+        "--dir",
+        cluster_dir,
+        input="\n".join(lines) + "\n",
+    )
+    consumed = epochlog(
+        "consume",
+        "events",
+        "--from-beginning",
+        "--max-messages",
+        "50",
+        "--print-key",
+        "--timeout-ms",
+        "20000",
+        "--dir",
+        cluster_dir,
+    ).stdout
+    assert sorted(consumed.splitlines()) == sorted(line.replace(":", "\t") for line in lines)
+
+    epochlog("broker", "kill", "2", "--dir", cluster_dir)
+    epochlog("broker", "start", "2", "--dir", cluster_dir)
+    epochlog("broker", "stop", "3", "--dir", cluster_dir)
+    epochlog("broker", "start", "3", "--dir", cluster_dir)
+    after = status(cluster_dir)
+    epochs = {b["id"]: b["epoch"] for b in after["brokers"]}
+    old = {b["id"]: b["epoch"] for b in before["brokers"]}
+    assert epochs[1] == old[1]
+    assert epochs[2] > old[2] and epochs[3] > old[3]  # new generations (KIP-380)
+    assert all(not p["offline"] for p in after["partitions"])
+    consumed = epochlog(
+        "consume",
+        "events",
+        "--from-beginning",
+        "--max-messages",
+        "50",
+        "--timeout-ms",
+        "20000",
+        "--dir",
+        cluster_dir,
+    ).stdout
+    assert len(consumed.splitlines()) == 50
+
+    epochlog("topics", "delete", "--topic", "events", "--dir", cluster_dir)
+    assert "events" not in epochlog("topics", "list", "--dir", cluster_dir).stdout
+    down = epochlog("down", "--dir", cluster_dir)
+    assert "stopped" in down.stdout
+
+
+def test_bad_command_line_input_names_what_was_wrong(cluster_dir, tmp_path) -> None:
+    bad = epochlog("up", "--dir", cluster_dir, "--config", "log.retention.hourz=1", check=False)
+    assert bad.returncode == 2 and "log.retention.hourz" in bad.stderr
+    assert not (tmp_path / "cluster" / "cluster.json").exists()  # nothing was started
+    missing = epochlog("status", "--dir", str(tmp_path / "nowhere"), check=False)
+    assert missing.returncode == 2 and "epochlog up" in missing.stderr
+    properties = tmp_path / "server.properties"
+    properties.write_text("broker.id=1\nzookeeper.connect=127.0.0.1:1\nlisteners=nonsense\n")
+    broker = epochlog("broker", "start", "--config", str(properties), check=False)
+    assert broker.returncode == 2 and "listeners" in broker.stderr
