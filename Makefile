@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup system-deps test test-slow lint bench demo clean
+.PHONY: setup system-deps test test-slow lint bench bench-throughput demo clean
 
 setup: $(STAMP) system-deps
 
@@ -35,6 +35,9 @@ test-slow: setup
 
 bench: setup
 	$(PY) bench/codec.py
+
+bench-throughput: setup
+	$(PY) bench/throughput.py
 
 demo: setup
 	$(PY) -m epochlog demo
