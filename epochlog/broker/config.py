@@ -138,6 +138,9 @@ TEST_SWITCHES: dict[str, Definition] = {
     "epochlog.test.hw.checkpoint.guard.enabled": Definition(
         "bool", True, "no HW checkpoint before the first LeaderAndIsr (KAFKA-7235)"
     ),
+    "epochlog.test.faults.file": Definition(
+        "string", None, "fault rules for inter-broker requests (epochlog.testing.faults)"
+    ),
 }
 
 _PROPERTY_LINE = re.compile(r"^\s*([^=:\s]+)\s*[=:]\s*(.*?)\s*$")

@@ -20,6 +20,7 @@ from epochlog.client.errors import ConnectionFailedError, RequestTimedOutError
 from epochlog.controller.context import BrokerInfo
 from epochlog.controller.request_batch import ControlRequest
 from epochlog.protocol.errors import ErrorCode
+from epochlog.testing.faults import NO_FAULTS, FaultInjector
 
 log = logging.getLogger(__name__)
 
@@ -29,8 +30,17 @@ RECONNECT_BACKOFF_S = 0.1
 class BrokerSender:
     """Delivers control requests to one broker, in order."""
 
-    def __init__(self, broker: BrokerInfo, client_id: str, request_timeout_ms: int) -> None:
+    def __init__(
+        self,
+        broker: BrokerInfo,
+        client_id: str,
+        request_timeout_ms: int,
+        controller_id: int,
+        faults: FaultInjector,
+    ) -> None:
         self.broker = broker
+        self.controller_id = controller_id
+        self.faults = faults
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
         self.queue: asyncio.Queue[tuple[ControlRequest, asyncio.Future[Any]]] = asyncio.Queue()
@@ -62,6 +72,11 @@ class BrokerSender:
     async def _run(self) -> None:
         while True:
             request, future = await self.queue.get()
+            if not await self.faults.before_send(
+                request.api_key, self.controller_id, self.broker.id
+            ):
+                future.set_result(None)  # dropped by a test's fault rule
+                continue
             while not future.done():
                 connection = await self._connected()
                 try:
@@ -102,14 +117,23 @@ class BrokerSender:
 
 
 class ControllerChannel:
-    def __init__(self, controller_id: int, request_timeout_ms: int = 30000) -> None:
+    def __init__(
+        self,
+        controller_id: int,
+        request_timeout_ms: int = 30000,
+        faults: FaultInjector = NO_FAULTS,
+    ) -> None:
+        self.controller_id = controller_id
         self.client_id = f"controller-{controller_id}"
         self.request_timeout_ms = request_timeout_ms
+        self.faults = faults
         self.senders: dict[int, BrokerSender] = {}
 
     def add_broker(self, broker: BrokerInfo) -> None:
         if broker.id not in self.senders:
-            self.senders[broker.id] = BrokerSender(broker, self.client_id, self.request_timeout_ms)
+            self.senders[broker.id] = BrokerSender(
+                broker, self.client_id, self.request_timeout_ms, self.controller_id, self.faults
+            )
 
     async def remove_broker(self, broker_id: int) -> None:
         sender = self.senders.pop(broker_id, None)

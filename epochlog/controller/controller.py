@@ -44,6 +44,7 @@ from epochlog.controller.decisions import (
 from epochlog.protocol import messages as m
 from epochlog.protocol.errors import ErrorCode
 from epochlog.storage.layout import validate_topic_name
+from epochlog.testing.faults import FaultInjector
 from epochlog.zk import controller_zk as zkc
 from epochlog.zk.session import WatchHandle
 from epochlog.zk.watches import watch_broker_ids, watch_topic_deletions, watch_topics
@@ -89,7 +90,9 @@ class Controller:
         self.ctx = ControllerContext(controller_id=broker_id, epoch=election.controller_epoch)
         self.topic_configs: dict[str, dict[str, str]] = {}
         self.writer = zkc.FencedWriter.for_election(zk, election)
-        self.channel = ControllerChannel(broker_id, config["request.timeout.ms"])
+        self.channel = ControllerChannel(
+            broker_id, config["request.timeout.ms"], FaultInjector.from_config(config)
+        )
         self._events: asyncio.Queue[Event] = asyncio.Queue()
         self._watches: list[WatchHandle] = []
         self._task: asyncio.Task[None] | None = None
