@@ -27,6 +27,11 @@ from typing import Any
 from kazoo.client import KazooClient
 
 from epochlog.broker.config import BrokerConfig
+from epochlog.controller.alter_partition import (
+    AlterPartitionDecision,
+    IsrProposal,
+    decide_alter_partition,
+)
 from epochlog.controller.assignment import AssignmentError, assign_replicas
 from epochlog.controller.broker_change import classify_brokers
 from epochlog.controller.channel import ControllerChannel
@@ -223,6 +228,11 @@ class Controller:
 
     async def _execute(self, plan: Plan) -> list[asyncio.Future[Any]]:
         """Write the plan's states (fenced), commit them to the context, send its requests."""
+        await self._write(plan)
+        return [self.channel.send(request) for request in plan.batch.build(self.ctx)]
+
+    async def _write(self, plan: Plan) -> set[TopicPartition]:
+        """Write the plan's states (fenced) and commit them; returns the partitions refused."""
 
         def write() -> tuple[dict[TopicPartition, int], dict[TopicPartition, Exception]]:
             versions: dict[TopicPartition, int] = {}
@@ -254,7 +264,7 @@ class Controller:
             reloaded = await asyncio.to_thread(zkc.read_partition_states, self.zk, list(failed))
             for tp, versioned in reloaded.items():
                 self.ctx.states[tp] = self._leader_isr(versioned.state, versioned.version)
-        return [self.channel.send(request) for request in plan.batch.build(self.ctx)]
+        return set(failed)
 
     @staticmethod
     async def _wait(
@@ -484,6 +494,72 @@ class Controller:
             return errors
 
         return await self._enqueue_and_wait(event)
+
+    async def alter_partition(self, request: Any, version: int) -> Any:
+        """AlterPartition from a leader: validate (KIP-903), write the accepted ISRs, announce them
+        with UpdateMetadata, and answer each partition with its committed state or an error."""
+
+        async def event() -> Any:
+            proposals = [
+                IsrProposal(
+                    topic.topic_id,
+                    p.partition_index,
+                    p.leader_epoch,
+                    p.partition_epoch,
+                    tuple((s.broker_id, s.broker_epoch) for s in p.new_isr_with_epochs),
+                )
+                for topic in request.topics
+                for p in topic.partitions
+            ]
+            decision = decide_alter_partition(
+                self.ctx,
+                request.broker_id,
+                request.broker_epoch,
+                proposals,
+                kip903=self.config.enabled("epochlog.test.kip903.enabled"),
+                check_requester_epoch=self.config.enabled("epochlog.test.kip380.enabled"),
+            )
+            if decision.top_error != ErrorCode.NONE:
+                return m.AlterPartitionResponse(error_code=decision.top_error)
+            plan = Plan(updates=dict(decision.accepted))
+            plan.batch.add_changed_partitions(decision.accepted)
+            refused = await self._write(plan)
+            for request_to_send in plan.batch.build(self.ctx):
+                self.channel.send(request_to_send)
+            return self._alter_partition_response(proposals, decision, refused)
+
+        return await self._enqueue_and_wait(event)
+
+    def _alter_partition_response(
+        self,
+        proposals: list[IsrProposal],
+        decision: AlterPartitionDecision,
+        refused: set[TopicPartition],
+    ) -> Any:
+        names = {topic_id: name for name, topic_id in self.ctx.topic_ids.items()}
+        by_topic: dict[uuid.UUID, list[Any]] = {}
+        for proposal in proposals:
+            key = (proposal.topic_id, proposal.partition)
+            tp = (names.get(proposal.topic_id, ""), proposal.partition)
+            error = decision.errors.get(key)
+            if error is None and tp in refused:
+                error = ErrorCode.INVALID_UPDATE_VERSION
+            state = self.ctx.states.get(tp)
+            entry = m.AlterPartitionResponse.PartitionData(
+                partition_index=proposal.partition, error_code=error or ErrorCode.NONE
+            )
+            if error is None and state is not None:
+                entry.leader_id = state.leader
+                entry.leader_epoch = state.leader_epoch
+                entry.isr = list(state.isr)
+                entry.partition_epoch = state.partition_epoch
+            by_topic.setdefault(proposal.topic_id, []).append(entry)
+        return m.AlterPartitionResponse(
+            topics=[
+                m.AlterPartitionResponse.TopicData(topic_id=topic_id, partitions=partitions)
+                for topic_id, partitions in by_topic.items()
+            ]
+        )
 
     async def controlled_shutdown(
         self, broker_id: int, broker_epoch: int

@@ -154,6 +154,4 @@ class ControllerGateway:
         )
 
     async def alter_partition(self, request: Any, version: int) -> Any:
-        # Replication (and AlterPartition) arrives with the next issue; with replication
-        # factor 1 no leader ever proposes an ISR change.
-        return m.AlterPartitionResponse(error_code=ErrorCode.INVALID_REQUEST)
+        return await self._controller().alter_partition(request, version)

@@ -216,3 +216,90 @@ async def test_a_new_controller_loads_everything_and_fences_the_old_one(cluster)
         await asyncio.to_thread(old.writer.delete_topic, "t")
     assert "t" in zkc.list_topics(cluster.admin)
     await old.stop()
+
+
+def alter_request(controller, cluster, tp, isr_with_epochs, leader=None):
+    state = controller.ctx.states[tp]
+    leader = state.leader if leader is None else leader
+    r = m.AlterPartitionRequest
+    return r(
+        broker_id=leader,
+        broker_epoch=cluster.epochs[leader],
+        topics=[
+            r.TopicData(
+                topic_id=controller.ctx.topic_ids[tp[0]],
+                partitions=[
+                    r.PartitionData(
+                        partition_index=tp[1],
+                        leader_epoch=state.leader_epoch,
+                        partition_epoch=state.partition_epoch,
+                        new_isr_with_epochs=[
+                            r.BrokerState(broker_id=b, broker_epoch=e) for b, e in isr_with_epochs
+                        ],
+                    )
+                ],
+            )
+        ],
+    )
+
+
+async def test_alter_partition_writes_the_isr_and_announces_it(cluster) -> None:
+    controller = await cluster.start()
+    await controller.create_topics(create_request("t", 1, 3), 7)
+    tp = ("t", 0)
+    leader = controller.ctx.states[tp].leader
+    followers = [b for b in controller.ctx.replicas(tp) if b != leader]
+    shrink = alter_request(controller, cluster, tp, [(leader, cluster.epochs[leader])])
+    answer = (await controller.alter_partition(shrink, 3)).topics[0].partitions[0]
+    assert answer.error_code == ErrorCode.NONE and answer.isr == [leader]
+    states = zkc.read_all_partition_states(cluster.admin, zkc.read_topics(cluster.admin))
+    assert states[tp].state.isr == (leader,)
+    assert states[tp].version == answer.partition_epoch
+    grow = alter_request(
+        controller, cluster, tp, [(b, cluster.epochs[b]) for b in (leader, *followers)]
+    )
+    answer = (await controller.alter_partition(grow, 3)).topics[0].partitions[0]
+    assert answer.error_code == ErrorCode.NONE
+    assert sorted(answer.isr) == [1, 2, 3]
+    await until(
+        lambda: any(
+            sorted(p.isr) == [1, 2, 3] and p.zk_version == answer.partition_epoch
+            for r in cluster.brokers[followers[0]].of(ApiKey.UPDATE_METADATA)
+            for t in r.topic_states
+            for p in t.partition_states
+        )
+    )
+
+
+@pytest.mark.parametrize("kip903", [True, False], ids=["kip903-on", "kip903-off"])
+async def test_a_replica_that_re_registered_is_kept_out_of_the_isr(cluster, kip903) -> None:
+    controller = await cluster.start(**{"epochlog.test.kip903.enabled": kip903})
+    await controller.create_topics(create_request("t", 1, 2), 7)
+    tp = ("t", 0)
+    leader = controller.ctx.states[tp].leader
+    follower = next(b for b in controller.ctx.replicas(tp) if b != leader)
+    shrink = alter_request(controller, cluster, tp, [(leader, cluster.epochs[leader])])
+    await controller.alter_partition(shrink, 3)
+    old_epoch = cluster.epochs[follower]  # what the leader saw in the follower's fetches
+    # The follower loses its disk and registers again (a new generation).
+    await asyncio.to_thread(
+        force_session_expiry, cluster.sessions[follower], hosts=cluster.zk_hosts
+    )
+    new_epoch = await register(cluster.sessions[follower], cluster.brokers[follower])
+    await until(
+        lambda: (
+            controller.ctx.live_brokers.get(follower, None) is not None
+            and controller.ctx.live_brokers[follower].epoch == new_epoch
+        )
+    )
+    # The leader's delayed expansion, built from the old generation's fetches, arrives.
+    late = alter_request(
+        controller, cluster, tp, [(leader, cluster.epochs[leader]), (follower, old_epoch)]
+    )
+    answer = (await controller.alter_partition(late, 3)).topics[0].partitions[0]
+    if kip903:
+        assert answer.error_code == ErrorCode.INELIGIBLE_REPLICA
+        assert controller.ctx.states[tp].isr == (leader,)
+    else:  # the damage: the empty replica joins the ISR
+        assert answer.error_code == ErrorCode.NONE
+        assert follower in controller.ctx.states[tp].isr
