@@ -24,6 +24,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         "status": cmd_status,
         "broker": cmd_broker,
         "topics": cmd_topics,
+        "leaders": cmd_leaders,
         "produce": cmd_produce,
         "consume": cmd_consume,
         "demo": cmd_demo,
@@ -210,6 +211,56 @@ def cmd_broker(args: argparse.Namespace, console: Console) -> int:
     console.print(
         f"broker {args.id}: {args.broker_command} done in {time.monotonic() - started:.1f} s"
     )
+    return 0
+
+
+def cmd_leaders(args: argparse.Namespace, console: Console) -> int:
+    """Preferred-leader election, requested the ZooKeeper way: the controller watches
+    /admin/preferred_replica_election, elects, and deletes the node when done."""
+    from kazoo.exceptions import NodeExistsError
+
+    from epochlog.zk import controller_zk as zkc
+    from epochlog.zk.session import close_client, connect
+    from epochlog.zk.znodes import (
+        PREFERRED_REPLICA_ELECTION_PATH,
+        encode_preferred_replica_election,
+    )
+
+    if args.partition is not None and not args.topic:
+        raise CommandError("--partition needs --topic")
+    client = connect(_zookeeper_of(args), session_timeout_ms=6000)
+    try:
+        topics = zkc.read_topics(client, [args.topic] if args.topic else None)
+        if args.topic and args.topic not in topics:
+            raise CommandError(f"topic {args.topic!r} does not exist")
+        partitions = [
+            (t, p)
+            for t, assignment in topics.items()
+            for p in assignment.partitions
+            if args.partition is None or p == args.partition
+        ]
+        if not partitions:
+            raise CommandError("no such partitions")
+        try:
+            client.create(
+                PREFERRED_REPLICA_ELECTION_PATH,
+                encode_preferred_replica_election(partitions),
+                makepath=True,
+            )
+        except NodeExistsError:
+            raise CommandError("a preferred leader election is already in progress") from None
+        deadline = time.monotonic() + 60
+        while client.exists(PREFERRED_REPLICA_ELECTION_PATH):
+            if time.monotonic() > deadline:
+                raise CommandError("the controller did not finish the election within 60 s")
+            time.sleep(0.1)
+        states = zkc.read_partition_states(client, partitions)
+    finally:
+        close_client(client)
+    preferred = sum(
+        1 for tp, v in states.items() if v.state.leader == topics[tp[0]].partitions[tp[1]][0]
+    )
+    console.print(f"{preferred} of {len(partitions)} partitions are led by their preferred replica")
     return 0
 
 

@@ -235,3 +235,23 @@ def on_preferred_election(
         plan.updates[tp] = state.with_leader(leader, isr, ctx.epoch)
         plan.batch.add_leader_and_isr(_live_replicas(ctx, tp), tp)
     return plan
+
+
+def imbalanced_partitions(ctx: ControllerContext, threshold_percent: int) -> list[TopicPartition]:
+    """Partitions to move back to their preferred leader (auto.leader.rebalance.enable).
+
+    For each live broker, the share of the partitions it prefers to lead that someone else
+    leads; where that share exceeds `leader.imbalance.per.broker.percentage`, those partitions
+    are elected back (Kafka's checkAndTriggerAutoLeaderRebalance)."""
+    preferred_by: dict[int, list[TopicPartition]] = {}
+    for tp, replicas in ctx.assignments.items():
+        if tp in ctx.states and tp[0] not in ctx.topics_being_deleted and replicas:
+            preferred_by.setdefault(replicas[0], []).append(tp)
+    moves: list[TopicPartition] = []
+    for broker, partitions in sorted(preferred_by.items()):
+        if not ctx.is_eligible(broker):
+            continue
+        elsewhere = [tp for tp in partitions if ctx.states[tp].leader != broker]
+        if elsewhere and 100 * len(elsewhere) / len(partitions) > threshold_percent:
+            moves.extend(elsewhere)
+    return sorted(moves)

@@ -26,7 +26,7 @@ import json
 import re
 import secrets
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -633,3 +633,33 @@ def encode_cluster_id(cluster_id: str) -> bytes:
 def decode_cluster_id(data: bytes | None, path: str = CLUSTER_ID_PATH) -> str:
     obj = _load_object(data, path)
     return _as_str(_get(obj, "id", path), "id", path)
+
+
+# -- /admin/preferred_replica_election: Kafka's ZooKeeper-mode request for a preferred election
+
+PREFERRED_REPLICA_ELECTION_PATH = "/admin/preferred_replica_election"
+
+
+def encode_preferred_replica_election(partitions: Iterable[tuple[str, int]]) -> bytes:
+    return _dump(
+        {"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in sorted(partitions)]}
+    )
+
+
+def decode_preferred_replica_election(
+    data: bytes, path: str = PREFERRED_REPLICA_ELECTION_PATH
+) -> list[tuple[str, int]]:
+    obj = _load_object(data, path)
+    entries = obj.get("partitions")
+    if not isinstance(entries, list):
+        raise ZNodeDecodeError(path, "expected {'partitions': [...]}")
+    result = []
+    for entry in entries:
+        if (
+            not isinstance(entry, dict)
+            or not isinstance(entry.get("topic"), str)
+            or not isinstance(entry.get("partition"), int)
+        ):
+            raise ZNodeDecodeError(path, f"bad partition entry {entry!r}")
+        result.append((entry["topic"], entry["partition"]))
+    return result

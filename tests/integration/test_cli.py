@@ -80,6 +80,9 @@ def test_a_local_cluster_from_the_command_line(cluster_dir) -> None:
     )
     assert again.returncode != 0 and "TOPIC_ALREADY_EXISTS" in again.stderr + again.stdout
 
+    elected = epochlog("leaders", "elect", "--preferred", "--topic", "events", "--dir", cluster_dir)
+    assert "3 of 3 partitions are led by their preferred replica" in elected.stdout
+
     lines = [f"user-{i}:click {i}" for i in range(50)]
     epochlog(
         "produce",

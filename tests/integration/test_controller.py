@@ -303,3 +303,35 @@ async def test_a_replica_that_re_registered_is_kept_out_of_the_isr(cluster, kip9
     else:  # the damage: the empty replica joins the ISR
         assert answer.error_code == ErrorCode.NONE
         assert follower in controller.ctx.states[tp].isr
+
+
+async def test_preferred_leader_election_requested_through_zookeeper(cluster) -> None:
+    from epochlog.zk.znodes import (
+        PREFERRED_REPLICA_ELECTION_PATH,
+        encode_preferred_replica_election,
+    )
+
+    controller = await cluster.start()
+    await controller.create_topics(create_request("t", 3, 3), 7)
+    moved = [tp for tp, s in controller.ctx.states.items() if s.leader == 2]
+    cluster.sessions[2].stop()  # broker 2 dies: others take its leaderships
+    await until(lambda: all(controller.ctx.states[tp].leader != 2 for tp in moved))
+    cluster.sessions[2] = cluster.make_client()
+    cluster.epochs[2] = await register(cluster.sessions[2], cluster.brokers[2])
+    await until(
+        lambda: (
+            2 in controller.ctx.live_brokers
+            and controller.ctx.live_brokers[2].epoch == cluster.epochs[2]
+        )
+    )
+    # The fake brokers never fetch, so re-admit broker 2 to the ISRs as its leaders would.
+    for tp in moved:
+        state = controller.ctx.states[tp]
+        grow = alter_request(
+            controller, cluster, tp, [(b, cluster.epochs[b]) for b in controller.ctx.replicas(tp)]
+        )
+        answer = (await controller.alter_partition(grow, 3)).topics[0].partitions[0]
+        assert answer.error_code == ErrorCode.NONE, (tp, state, answer)
+    cluster.admin.create(PREFERRED_REPLICA_ELECTION_PATH, encode_preferred_replica_election(moved))
+    await until(lambda: cluster.admin.exists(PREFERRED_REPLICA_ELECTION_PATH) is None)
+    assert all(controller.ctx.states[tp].leader == 2 for tp in moved)

@@ -16,6 +16,7 @@ from epochlog.controller.context import (
     LeaderIsr,
 )
 from epochlog.controller.decisions import (
+    imbalanced_partitions,
     on_broker_failure,
     on_broker_startup,
     on_controlled_shutdown,
@@ -237,3 +238,12 @@ def test_preferred_election_moves_leaders_home() -> None:
     assert list(plan.updates) == [("t", 0)]
     assert plan.updates[("t", 0)].leader == 1
     assert plan.updates[("t", 0)].leader_epoch == 5
+
+
+def test_imbalance_moves_partitions_only_past_the_threshold() -> None:
+    ctx = with_topic(context(), assignment={p: (1, 2, 3) for p in range(4)})
+    ctx.states[("t", 0)] = LeaderIsr(2, 1, (1, 2, 3), 5, 1)  # 1 of 4 elsewhere: 25 %
+    assert imbalanced_partitions(ctx, threshold_percent=30) == []
+    assert imbalanced_partitions(ctx, threshold_percent=10) == [("t", 0)]
+    ctx.shutting_down.add(1)  # a preferred leader that cannot lead is left alone
+    assert imbalanced_partitions(ctx, threshold_percent=10) == []
