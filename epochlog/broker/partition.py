@@ -12,9 +12,17 @@ A `Partition` wraps the partition's `PartitionLog` with what replication needs (
 - per-follower state (`ReplicaState`): log end and start offsets from its last fetch, the broker
   epoch it fetched with (KIP-903 compares it with the controller's), and the fetch times Kafka
   uses to decide whether it is caught up.
-- the high watermark: on the leader, min LEO over the ISR (`partition_rules`), moved on every
-  append and every follower fetch; checkpointed by the replica manager.
-- producer state for idempotent producers, consulted before each leader append.
+- the ISR: the committed one (`isr`, from LeaderAndIsr or an AlterPartition answer) and at most
+  one pending change (`pending_isr`); `maybe_expand_isr` / `maybe_shrink_isr` propose one,
+  `apply_alter_partition_answer` settles it (rules in `isr_rules`; the replica manager sends it).
+- the high watermark: on the leader, min LEO over the maximal ISR and the caught-up eligible
+  followers, frozen while the ISR is below min.insync.replicas (`isr_rules.leader_hw`), moved on
+  every append, follower fetch and ISR change; on a follower, min(leader's HW, LEO). The replica
+  manager checkpoints it.
+- follower writes: `append_records_as_follower` (the leader's batches as they are) and the
+  truncations a replica fetcher decides (`truncate_as_follower`, `truncate_fully_as_follower`).
+- producer state for idempotent producers, consulted before each leader append and kept up to
+  date by follower appends (a follower may become leader).
 
 The methods raise `PartitionError` (or storage errors, which carry their Kafka error code) and
 return plain results; the replica manager turns moves of the HW or LEO into completions of
@@ -23,16 +31,29 @@ delayed produces and fetches.
 
 from __future__ import annotations
 
+import logging
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from epochlog.broker import isr_rules
 from epochlog.broker import partition_rules as rules
+from epochlog.broker.isr_rules import (
+    BrokerView,
+    EveryBrokerAlive,
+    ExpandVerdict,
+    PendingIsrChange,
+    ReplicationSettings,
+)
 from epochlog.broker.producer_state import ProducerStateManager, Verdict, last_sequence
 from epochlog.protocol.errors import ErrorCode
-from epochlog.protocol.records import BatchHeader
+from epochlog.protocol.records import BatchHeader, iter_batches
 from epochlog.storage import FileSlice, PartitionLog
+from epochlog.storage.log import AppendInfo
 from epochlog.storage.segment import TimestampAndOffset
+
+logger = logging.getLogger(__name__)
 
 UNKNOWN_OFFSET = -1
 NO_LEADER = -1
@@ -132,6 +153,9 @@ class Partition:
     isr: tuple[int, ...] = ()
     leader_epoch_start_offset: int = UNKNOWN_OFFSET
     remote_replicas: dict[int, ReplicaState] = field(default_factory=dict)
+    pending_isr: PendingIsrChange | None = None
+    settings: ReplicationSettings = field(default_factory=ReplicationSettings)
+    brokers: BrokerView = field(default_factory=EveryBrokerAlive)
 
     def __post_init__(self) -> None:
         self.high_watermark = min(
@@ -163,6 +187,12 @@ class Partition:
         return self.log.log_start_offset
 
     @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        """The committed ISR widened by a pending expansion (a pending shrink removes nobody
+        yet): what the HW and acks=all respect."""
+        return isr_rules.maximal_isr(self.isr, self.pending_isr)
+
+    @property
     def last_stable_offset(self) -> int:
         """No transactions: the last stable offset is the high watermark."""
         return self.high_watermark
@@ -187,7 +217,7 @@ class Partition:
                 self.remote_replicas[replica] = ReplicaState(
                     replica, last_caught_up_time_ms=caught_up
                 )
-        return self.maybe_increment_high_watermark()
+        return self.maybe_increment_high_watermark(now_ms)
 
     def make_follower(self, state: PartitionState) -> bool:
         """Follow `state.leader`; True if the leader or the leader epoch changed."""
@@ -198,6 +228,8 @@ class Partition:
         return changed
 
     def _take_state(self, state: PartitionState) -> None:
+        """The controller's state replaces ours, including any pending ISR change."""
+        self.pending_isr = None
         self.leader_id = state.leader
         self.leader_epoch = state.leader_epoch
         self.partition_epoch = state.partition_epoch
@@ -209,18 +241,51 @@ class Partition:
         """The replica stops (StopReplica): no longer leader or follower."""
         self.leader_id = NO_LEADER
         self.remote_replicas = {}
+        self.pending_isr = None
 
     # ------------------------------------------------------------------ high watermark
 
-    def maybe_increment_high_watermark(self) -> bool:
+    def _isr_eligible(self, replica: ReplicaState) -> bool:
+        verdict = isr_rules.isr_eligible(
+            alive=self.brokers.is_alive(replica.broker_id),
+            kip903_enabled=self.settings.kip903_enabled,
+            fetch_epoch=replica.broker_epoch,
+            cached_epoch=self.brokers.broker_epoch(replica.broker_id),
+        )
+        return verdict is ExpandVerdict.EXPAND
+
+    def maybe_increment_high_watermark(self, now_ms: int | None = None) -> bool:
         if not self.is_leader:
             return False
-        leos = [
-            self.remote_replicas[r].log_end_offset if r in self.remote_replicas else UNKNOWN_OFFSET
-            for r in self.isr
-            if r != self.local_broker_id
+        now = _now_ms() if now_ms is None else now_ms
+        leader_leo = self.log.log_end_offset
+        maximal = self.maximal_isr
+        holding = [
+            UNKNOWN_OFFSET
+            for r in maximal
+            if r != self.local_broker_id and r not in self.remote_replicas
         ]
-        new_hw = rules.leader_high_watermark(self.high_watermark, self.log.log_end_offset, leos)
+        lag = self.settings.replica_lag_time_max_ms
+        for replica_id, replica in self.remote_replicas.items():
+            if replica_id in maximal or (
+                isr_rules.is_caught_up(
+                    replica_leo=replica.log_end_offset,
+                    last_caught_up_time_ms=replica.last_caught_up_time_ms,
+                    leader_leo=leader_leo,
+                    now_ms=now,
+                    lag_time_max_ms=lag,
+                )
+                and self._isr_eligible(replica)
+            ):
+                holding.append(replica.log_end_offset)
+        new_hw = isr_rules.leader_hw(
+            current_hw=self.high_watermark,
+            leader_leo=leader_leo,
+            committed_isr_size=len(self.isr),
+            replication_factor=max(len(self.replicas), 1),
+            min_insync_replicas=self.settings.min_insync_replicas,
+            holding_leos=holding,
+        )
         if new_hw != self.high_watermark:
             self.high_watermark = new_hw
             return True
@@ -251,7 +316,7 @@ class Partition:
                 f"{self.name}: broker {replica_id} is not a replica (replicas {self.replicas})",
             )
         replica.update(fetch_offset, log_start_offset, broker_epoch, leader_leo, now_ms)
-        return self.maybe_increment_high_watermark()
+        return self.maybe_increment_high_watermark(now_ms)
 
     # --------------------------------------------------------------------------- writes
 
@@ -299,7 +364,7 @@ class Partition:
                 info.last_offset,
                 now_ms,
             )
-        moved = self.maybe_increment_high_watermark()
+        moved = self.maybe_increment_high_watermark(now_ms)
         return LeaderAppendResult(
             info.first_offset,
             info.last_offset,
@@ -307,6 +372,41 @@ class Partition:
             info.log_start_offset,
             high_watermark_moved=moved,
         )
+
+    def append_records_as_follower(
+        self, records: bytes | bytearray | memoryview, now_ms: int
+    ) -> AppendInfo:
+        """Append the leader's batches as they are (offsets, epochs) and track their producers."""
+        info = self.log.append_as_follower(records, now_ms)
+        if info.batch_count:
+            for _, header in iter_batches(records, verify=False):
+                if header.producer_id >= 0:
+                    self.producer_state.record_batch(header, now_ms)
+        return info
+
+    def update_follower_log_start_offset(self, leader_log_start_offset: int) -> bool:
+        """Follow the leader's log start offset, never past this replica's HW."""
+        target = min(leader_log_start_offset, self.high_watermark)
+        if target <= self.log.log_start_offset:
+            return False
+        return self.log.maybe_increment_log_start_offset(target, self.high_watermark)
+
+    def truncate_as_follower(self, offset: int, now_ms: int) -> bool:
+        """Remove everything at and after `offset`; True if data went. The epoch cache is cut at
+        the new end even when no data goes: an epoch this broker started as leader without
+        writing to it must not survive (it would make every fetch diverge)."""
+        removed = self.log.truncate_to(offset)
+        self.log.leader_epoch_cache.truncate_from_end(self.log.log_end_offset)
+        if removed:
+            rebuild_producer_state(self.producer_state, self.log, now_ms)
+        self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
+        return removed
+
+    def truncate_fully_as_follower(self, offset: int, now_ms: int) -> None:
+        """Throw the log away and restart it empty at `offset` (the leader's log start)."""
+        self.log.truncate_fully_and_start_at(offset, now_ms)
+        self.producer_state.rebuild((), now_ms)
+        self.high_watermark = offset
 
     # ---------------------------------------------------------------------------- reads
 
@@ -407,11 +507,17 @@ class Partition:
         return self.log.end_offset_for_epoch(leader_epoch)
 
 
-def rebuild_producer_state(state: ProducerStateManager, log: PartitionLog, now_ms: int) -> None:
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def rebuild_producer_state(
+    state: ProducerStateManager, partition_log: PartitionLog, now_ms: int
+) -> None:
     """Replay the producer fields of every batch header in the log (no records are read)."""
 
     def headers() -> Iterator[BatchHeader]:
-        for segment in log.segments:
+        for segment in partition_log.segments:
             for _, header in segment.iter_batches():
                 yield header
 

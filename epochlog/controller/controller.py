@@ -93,9 +93,8 @@ class Controller(ControllerRequests):
         self.ctx = ControllerContext(controller_id=broker_id, epoch=election.controller_epoch)
         self.topic_configs: dict[str, dict[str, str]] = {}
         self.writer = zkc.FencedWriter.for_election(zk, election)
-        self.channel = ControllerChannel(
-            broker_id, config["request.timeout.ms"], FaultInjector.from_config(config)
-        )
+        self.faults = FaultInjector.from_config(config)
+        self.channel = ControllerChannel(broker_id, config["request.timeout.ms"], self.faults)
         self._events: asyncio.Queue[Event] = asyncio.Queue()
         self._watches: list[WatchHandle] = []
         self._timers: list[asyncio.Task[None]] = []
@@ -284,6 +283,7 @@ class Controller(ControllerRequests):
             await self._delete_topics(sorted(self.ctx.topics_being_deleted))
 
     async def _broker_change(self) -> None:
+        await self.faults.before_event("BROKER_CHANGE")  # tests: a controller busy elsewhere
         registered = await asyncio.to_thread(zkc.read_brokers, self.zk)
         change = classify_brokers(
             self.ctx.broker_epochs(),

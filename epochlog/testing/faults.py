@@ -10,7 +10,9 @@ The file holds a list of rules; the first that matches a request applies:
 
     {"api": "ALTER_PARTITION", "source": 1, "destination": null, "action": "hold"}
 
-- `api`: an `ApiKey` name; `source` / `destination`: broker ids (null matches any);
+- `api`: an `ApiKey` name, or `"event": NAME` for one of the controller's own events
+  (`BROKER_CHANGE`), which `before_event` delays or holds as if the controller were busy;
+- `source` / `destination`: broker ids (null matches any);
 - `action`: `delay` (sleep `seconds`), `drop` (never send; the sender sees a lost request),
   or `hold` (wait until the rule is gone from the file, then send);
 - `count` (optional): apply to this many matching requests, then stop matching.
@@ -34,8 +36,9 @@ POLL_S = 0.05
 
 @dataclass
 class _Rule:
-    api: str
+    api: str | None
     action: str
+    event: str | None = None
     source: int | None = None
     destination: int | None = None
     seconds: float = 0.0
@@ -44,7 +47,8 @@ class _Rule:
 
     def matches(self, api: ApiKey, source: int, destination: int | None) -> bool:
         return (
-            self.api == api.name
+            self.api is not None
+            and self.api == api.name
             and (self.source is None or self.source == source)
             and (self.destination is None or self.destination == destination)
             and (self.count is None or self.count > 0)
@@ -80,8 +84,9 @@ class FaultInjector:
                 return self._rules  # caught mid-write: keep the previous rules
             self._rules = [
                 _Rule(
-                    api=r["api"],
+                    api=r.get("api"),
                     action=r["action"],
+                    event=r.get("event"),
                     source=r.get("source"),
                     destination=r.get("destination"),
                     seconds=float(r.get("seconds", 0)),
@@ -106,7 +111,19 @@ class FaultInjector:
         """Apply the matching rule; False means drop the request."""
         if self.path is None:
             return True
-        rule = self._match(api, source, destination)
+        return await self._apply(self._match(api, source, destination))
+
+    async def before_event(self, event: str) -> None:
+        """Delay or hold one of the controller's events (dropping one is not offered)."""
+        if self.path is None:
+            return
+        rule = next(
+            (r for r in self._load() if r.event == event and (r.count is None or r.count > 0)),
+            None,
+        )
+        await self._apply(rule)
+
+    async def _apply(self, rule: _Rule | None) -> bool:
         if rule is None:
             return True
         self._used[rule.key] = self._used.get(rule.key, 0) + 1
