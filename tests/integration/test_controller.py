@@ -335,3 +335,42 @@ async def test_preferred_leader_election_requested_through_zookeeper(cluster) ->
     cluster.admin.create(PREFERRED_REPLICA_ELECTION_PATH, encode_preferred_replica_election(moved))
     await until(lambda: cluster.admin.exists(PREFERRED_REPLICA_ELECTION_PATH) is None)
     assert all(controller.ctx.states[tp].leader == 2 for tp in moved)
+
+
+@pytest.mark.parametrize("kip380", [True, False], ids=["kip380-on", "kip380-off"])
+async def test_seed_a_retried_controlled_shutdown_from_before_a_bounce(cluster, kip380) -> None:
+    """KIP-380: a ControlledShutdown sent by a broker's previous generation (a retry that arrives
+    late) must not make the controller move partitions off the restarted broker."""
+    controller = await cluster.start(**{"epochlog.test.kip380.enabled": kip380})
+    await controller.create_topics(create_request("t", 3, 3), 7)
+    old_epoch = cluster.epochs[2]
+    await asyncio.to_thread(force_session_expiry, cluster.sessions[2], hosts=cluster.zk_hosts)
+    cluster.epochs[2] = await register(cluster.sessions[2], cluster.brokers[2])
+    await until(
+        lambda: (
+            2 in controller.ctx.live_brokers
+            and controller.ctx.live_brokers[2].epoch == cluster.epochs[2]
+        )
+    )
+    # The new generation catches up: back in every ISR, and preferred leader where assigned.
+    for tp in controller.ctx.all_partitions():
+        grow = alter_request(
+            controller, cluster, tp, [(b, cluster.epochs[b]) for b in controller.ctx.replicas(tp)]
+        )
+        assert (await controller.alter_partition(grow, 3)).topics[0].partitions[0].error_code == 0
+    await controller.elect_preferred_leaders()
+    preferred = [
+        tp for tp in controller.ctx.all_partitions() if controller.ctx.replicas(tp)[0] == 2
+    ]
+    assert preferred and all(controller.ctx.states[tp].leader == 2 for tp in preferred)
+
+    error, _ = await controller.controlled_shutdown(2, old_epoch)  # the late retry
+    if kip380:
+        assert error == ErrorCode.STALE_BROKER_EPOCH
+        assert all(controller.ctx.states[tp].leader == 2 for tp in preferred)
+        assert 2 not in controller.ctx.shutting_down
+    else:  # the damage: a healthy broker of the new generation is drained and fenced off
+        assert error == ErrorCode.NONE
+        assert not any(controller.ctx.states[tp].leader == 2 for tp in preferred)
+        assert all(2 not in s.isr for s in controller.ctx.states.values())
+        assert 2 in controller.ctx.shutting_down
