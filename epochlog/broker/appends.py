@@ -5,11 +5,13 @@
 (`produce_validation`), checked against the producer state (idempotence) and appended by the
 partition; a failure touches that partition only. With acks 0 or 1 the results are final at
 once. With acks=all the request then waits in the produce purgatory (`DelayedProduce`) until
-the HW of every appended partition passes its last offset: the followers have it. With the ISR
-being just the leader that is immediately. A partition that loses leadership meanwhile answers
-NOT_LEADER_OR_FOLLOWER; one whose ISR fell below min.insync.replicas by then answers
-NOT_ENOUGH_REPLICAS_AFTER_APPEND; one still waiting when the request's timeout expires answers
-REQUEST_TIMED_OUT (the records may still become committed, as in Kafka).
+the HW of every appended partition passes its last offset: the followers in the (maximal) ISR
+have it. With the ISR being just the leader that is immediately. A partition that loses
+leadership meanwhile answers NOT_LEADER_OR_FOLLOWER; one whose ISR shrank below
+min.insync.replicas before that answers NOT_ENOUGH_REPLICAS_AFTER_APPEND (the HW stays frozen
+below min.insync.replicas, so waiting longer would only time out); one still waiting when the
+request's timeout expires answers REQUEST_TIMED_OUT (the records may still become committed, as
+in Kafka).
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ import logging
 from dataclasses import dataclass
 
 from epochlog.broker.delayed import DelayedOperation, resolve
+from epochlog.broker.isr_rules import delayed_produce_status
 from epochlog.broker.partition import PartitionError
-from epochlog.broker.partition_rules import enough_replicas
 from epochlog.broker.produce_validation import ProduceValidationError, validate_partition_records
 from epochlog.broker.replica_manager import ReplicaManager, TopicPartition, now_ms
 from epochlog.protocol.errors import CorruptRecordError, ErrorCode, InvalidRecordError
@@ -116,11 +118,19 @@ class DelayedProduce(DelayedOperation):
                 self.results[key].error = ErrorCode.NOT_LEADER_OR_FOLLOWER
                 self.results[key].message = "leadership moved before the append was replicated"
                 del self.pending[key]
-            elif partition.high_watermark >= required:
-                if not enough_replicas(len(partition.isr), self.rm.min_insync_replicas):
-                    self.results[key].error = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            else:
+                status = delayed_produce_status(
+                    high_watermark=partition.high_watermark,
+                    required_offset=required,
+                    maximal_isr_size=len(partition.maximal_isr),
+                    min_insync_replicas=self.rm.min_insync_replicas,
+                )
+                if status is None:
+                    continue
+                if status is ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND:
+                    self.results[key].error = status
                     self.results[key].message = (
-                        f"ISR {list(partition.isr)} shrank below min.insync.replicas "
+                        f"ISR {list(partition.maximal_isr)} shrank below min.insync.replicas "
                         f"{self.rm.min_insync_replicas}"
                     )
                 del self.pending[key]

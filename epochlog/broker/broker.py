@@ -1,5 +1,6 @@
-"""A broker's data plane, assembled: log manager, metadata cache, replica manager, handlers,
-network server. ZooKeeper and the controller are outside it, injected as collaborators.
+"""A broker's data plane, assembled: log manager, metadata cache, replica manager, replica
+fetchers, AlterPartition manager, handlers, network server. ZooKeeper and the controller are
+outside it, injected as collaborators.
 
     broker = Broker(config, cluster_id=..., controller=gateway, auto_creator=creator,
                     producer_ids=source, epoch_holder=holder)
@@ -13,6 +14,11 @@ ids from a local counter, broker epoch -1 until someone sets one. `start` loads 
 worker thread (recovery after a crash can take a while) so the event loop stays responsive.
 Listeners with port 0 get a free port; `advertised_endpoints` reports the real ones, so
 register the broker after `start`.
+
+Replication: the replica manager's hooks move partitions between replica fetchers
+(`fetcher_manager`) as LeaderAndIsr and StopReplica arrive; its ISR changes go to the controller
+named in the metadata cache through the `AlterPartitionManager`. Both talk to other brokers on
+the first listener's name and consult the fault injector (`epochlog.test.faults.file`).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import asyncio
 import logging
 import socket
 
+from epochlog.broker.alter_partition_manager import AlterPartitionManager
 from epochlog.broker.collaborators import (
     BrokerEpochHolder,
     ControllerGateway,
@@ -31,12 +38,14 @@ from epochlog.broker.collaborators import (
 )
 from epochlog.broker.config import BrokerConfig
 from epochlog.broker.eventloop import loop_name
+from epochlog.broker.fetcher_manager import ReplicaFetcherManager
 from epochlog.broker.handlers import BrokerServices
 from epochlog.broker.metadata_cache import BrokerEndpoint, MetadataCache
 from epochlog.broker.replica_manager import ReplicaManager
 from epochlog.broker.server import KafkaServer
 from epochlog.broker.transmit import SendMode
 from epochlog.storage import LogConfig, LogManager
+from epochlog.testing.faults import FaultInjector
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +92,30 @@ class Broker:
             metadata_cache=self.metadata_cache,
             epoch_holder=self.epoch_holder,
         )
+        listener = config.listeners[0].listener if config.listeners else "PLAINTEXT"
+        faults = FaultInjector.from_config(config)
+        self.alter_partition_manager = AlterPartitionManager(
+            broker_id=self.broker_id,
+            broker_epoch=lambda: self.epoch_holder.epoch,
+            metadata_cache=self.metadata_cache,
+            listener=listener,
+            request_timeout_ms=config["request.timeout.ms"],
+            faults=faults,
+        )
+        self.fetcher_manager = ReplicaFetcherManager(
+            broker_id=self.broker_id,
+            replica_manager=self.replica_manager,
+            metadata_cache=self.metadata_cache,
+            config=config,
+            epoch_holder=self.epoch_holder,
+            faults=faults,
+            listener=listener,
+        )
+        rm = self.replica_manager
+        rm.alter_partition_manager = self.alter_partition_manager
+        rm.on_become_follower = self.fetcher_manager.add_partitions
+        rm.on_become_leader = lambda ps: self.fetcher_manager.remove_partitions(p.key for p in ps)
+        rm.on_stop_replicas = self.fetcher_manager.remove_partitions
         self.services = BrokerServices(
             broker_id=self.broker_id,
             cluster_id=cluster_id,
@@ -117,12 +150,14 @@ class Broker:
         await loop.run_in_executor(None, self.log_manager.startup, self.broker_id, self.cluster_id)
         try:
             self.replica_manager.startup()
+            self.alter_partition_manager.start()
             bound: dict[str, int] = {}
             for endpoint in self.config.listeners:
                 bound[endpoint.listener] = await self.server.listen(
                     endpoint.listener, endpoint.host, endpoint.port
                 )
         except BaseException:
+            await self.alter_partition_manager.stop()
             await self.replica_manager.shutdown()
             await self.server.stop()
             self.log_manager.shutdown()
@@ -149,11 +184,14 @@ class Broker:
         )
 
     async def stop(self) -> None:
-        """Stop serving, answer waiting requests, checkpoint the HWs, close the logs cleanly."""
+        """Stop serving and fetching, answer waiting requests, checkpoint the HWs, close the
+        logs cleanly."""
         if not self._started:
             return
         self._started = False
         await self.server.stop()
+        await self.fetcher_manager.shutdown()
+        await self.alter_partition_manager.stop()
         await self.replica_manager.shutdown()
         await asyncio.get_running_loop().run_in_executor(None, self.log_manager.shutdown)
         log.info("broker %d stopped", self.broker_id)

@@ -61,6 +61,7 @@ DEFINITIONS: dict[str, Definition] = {
     "replica.fetch.max.bytes": Definition("int", 1048576, "", _at_least(0)),
     "replica.fetch.response.max.bytes": Definition("int", 10485760, "", _at_least(0)),
     "replica.fetch.backoff.ms": Definition("int", 1000, "", _at_least(0)),
+    "replica.socket.timeout.ms": Definition("int", 30000, "replica fetch requests", _at_least(1)),
     "replica.high.watermark.checkpoint.interval.ms": Definition("long", 5000, "", _at_least(1)),
     "unclean.leader.election.enable": Definition("bool", False),
     "auto.create.topics.enable": Definition("bool", True),

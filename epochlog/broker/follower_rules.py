@@ -97,6 +97,7 @@ class PartitionFetchState:
     current_leader_epoch: int
     phase: FetchPhase = FetchPhase.FETCHING
     delayed_until_ms: int = 0
+    epoch_checked: bool = False  # compared with the leader's log by epoch at least once
 
     @property
     def key(self) -> tuple[str, int]:

@@ -7,14 +7,15 @@ A `Partition` wraps the partition's `PartitionLog` with what replication needs (
   (the ZooKeeper version of the partition state), replicas and the ISR. `make_leader` records
   the new epoch in the leader epoch cache at the current log end offset (where the epoch
   starts), resets what it knows of the followers, and recomputes the HW; `make_follower` only
-  records the new state (the replica fetcher that copies from the leader comes with
-  replication, through the replica manager's `on_become_follower` hook).
+  records the new state (a replica fetcher then copies from the leader: the replica manager's
+  `on_become_follower` hook). Either drops a pending ISR change.
 - per-follower state (`ReplicaState`): log end and start offsets from its last fetch, the broker
   epoch it fetched with (KIP-903 compares it with the controller's), and the fetch times Kafka
   uses to decide whether it is caught up.
 - the ISR: the committed one (`isr`, from LeaderAndIsr or an AlterPartition answer) and at most
-  one pending change (`pending_isr`); `maybe_expand_isr` / `maybe_shrink_isr` propose one,
-  `apply_alter_partition_answer` settles it (rules in `isr_rules`; the replica manager sends it).
+  one pending change (`pending_isr`), which `isr_changes` proposes and settles (rules in
+  `isr_rules`; the replica manager sends it to the controller). `maximal_isr` is what the HW
+  and acks=all respect while a change is pending.
 - the high watermark: on the leader, min LEO over the maximal ISR and the caught-up eligible
   followers, frozen while the ISR is below min.insync.replicas (`isr_rules.leader_hw`), moved on
   every append, follower fetch and ISR change; on a follower, min(leader's HW, LEO). The replica
@@ -31,7 +32,6 @@ delayed produces and fetches.
 
 from __future__ import annotations
 
-import logging
 import time
 import uuid
 from collections.abc import Iterator
@@ -52,8 +52,6 @@ from epochlog.protocol.records import BatchHeader, iter_batches
 from epochlog.storage import FileSlice, PartitionLog
 from epochlog.storage.log import AppendInfo
 from epochlog.storage.segment import TimestampAndOffset
-
-logger = logging.getLogger(__name__)
 
 UNKNOWN_OFFSET = -1
 NO_LEADER = -1

@@ -3,9 +3,10 @@
 `read_from_local_log` reads each requested partition in request order. A consumer reads up to
 the high watermark, a follower (replica id >= 0) up to the log end offset, and a follower's fetch
 offset, log start offset and broker epoch are recorded in the leader's view of it (which may move
-the HW). Sizes follow KIP-74: each partition gets at most its PartitionMaxBytes and what is left
-of the response's MaxBytes; the first partition that has data returns at least one whole batch
-even if that batch is larger, so a consumer always progresses.
+the HW, waking delayed produces and fetches, and propose adding it to the ISR). Sizes follow
+KIP-74: each partition gets at most its PartitionMaxBytes and what is left of the response's
+MaxBytes; the first partition that has data returns at least one whole batch even if that batch
+is larger, so a consumer always progresses.
 
 `fetch_messages` answers at once when there is nothing to wait for (MaxWaitMs <= 0, MinBytes
 reached, an error or a diverging epoch in any partition); otherwise it parks a `DelayedFetch`
@@ -113,11 +114,9 @@ def read_from_local_log(
                 up_to_high_watermark=not params.is_follower,
                 fetch_only_from_leader=params.fetch_only_from_leader,
             )
-            if (
-                record_follower_fetch
-                and params.is_follower
-                and read.diverging_epoch is None
-                and partition.update_follower_fetch_state(
+            if record_follower_fetch and params.is_follower and read.diverging_epoch is None:
+                rm.record_follower_fetch(
+                    partition,
                     params.replica_id,
                     request.fetch_offset,
                     request.log_start_offset,
@@ -125,8 +124,6 @@ def read_from_local_log(
                     leader_leo,
                     now,
                 )
-            ):
-                rm.on_high_watermark_moved(partition.key)
         except (PartitionError, StorageError) as exc:
             log.debug("fetch from %s-%d: %s", request.topic, request.partition, exc)
             results.append(PartitionFetchResult(request, exc.error_code))

@@ -14,11 +14,17 @@ StopReplica to them, and runs the broker's background work:
   producer ids, and the recovery-point and log-start-offset checkpoints
   (log.flush.offset.checkpoint.interval.ms, log.flush.start.offset.checkpoint.interval.ms).
 - the two purgatories: delayed produces (acks=all) wait for the HW, delayed fetches (long-poll)
-  for data. Any move of a partition's LEO, HW or role calls `check_and_complete` with its key.
+  for data. Any move of a partition's LEO, HW, ISR or role calls `check_and_complete` with its
+  key.
+- the leader's ISR (KIP-903): every follower fetch is recorded (`record_follower_fetch`), which
+  may move the HW and propose an expansion; every replica.lag.time.max.ms / 2 the lagging members
+  are proposed for removal (`shrink_isrs`). Proposals go to the controller through the
+  `alter_partition_manager` (set by the broker), carrying this broker's epoch and the followers'
+  fetch epochs; its answers settle them (`isr_changes.apply_alter_partition_answer`).
 
-The produce and fetch paths themselves live in `appends` and `reads`. Followers only record
-their state for now; `on_become_follower(partitions)` and `on_stop_replicas(keys)` are the hooks
-where replica fetchers attach.
+The produce and fetch paths themselves live in `appends` and `reads`. The replica fetchers attach
+through the hooks `on_become_follower(partitions)`, `on_become_leader(partitions)` and
+`on_stop_replicas(keys)`; `live_leaders` keeps the leader endpoints LeaderAndIsr named.
 """
 
 from __future__ import annotations
@@ -29,8 +35,14 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Protocol
 
+from epochlog.broker import isr_changes
+from epochlog.broker.alter_partition_manager import (
+    RETRY_BACKOFF_MS,
+    AlterPartitionItem,
+    PartitionAnswer,
+)
 from epochlog.broker.collaborators import BrokerEpochHolder
 from epochlog.broker.config import BrokerConfig
 from epochlog.broker.control_rules import (
@@ -39,6 +51,7 @@ from epochlog.broker.control_rules import (
     stop_replica_verdict,
 )
 from epochlog.broker.delayed import DelayedOperationPurgatory, Scheduler
+from epochlog.broker.isr_rules import AlterOutcome, PendingIsrChange, ReplicationSettings
 from epochlog.broker.metadata_cache import MetadataCache
 from epochlog.broker.partition import (
     Partition,
@@ -64,6 +77,12 @@ def known_topic_id(value: uuid.UUID | None) -> uuid.UUID | None:
     return None if value is None or value == ZERO_UUID else value
 
 
+class IsrChangeSender(Protocol):
+    """Where ISR changes go (the `AlterPartitionManager`); False: one is already queued."""
+
+    def submit(self, item: AlterPartitionItem, delay_ms: int = 0) -> bool: ...
+
+
 class ReplicaManager:
     def __init__(
         self,
@@ -85,8 +104,16 @@ class ReplicaManager:
         self.fetch_purgatory = DelayedOperationPurgatory("fetch", schedule)
         self.controller_epoch = -1
         self.min_insync_replicas: int = config["min.insync.replicas"]
+        self.settings = ReplicationSettings(
+            min_insync_replicas=self.min_insync_replicas,
+            replica_lag_time_max_ms=config["replica.lag.time.max.ms"],
+            kip903_enabled=config.enabled("epochlog.test.kip903.enabled"),
+        )
         self.on_become_follower: Callable[[list[Partition]], None] | None = None
+        self.on_become_leader: Callable[[list[Partition]], None] | None = None
         self.on_stop_replicas: Callable[[list[TopicPartition]], None] | None = None
+        self.alter_partition_manager: IsrChangeSender | None = None
+        self.live_leaders: dict[int, tuple[str, int]] = {}
         self._guard_hw_checkpoint = config.enabled("epochlog.test.hw.checkpoint.guard.enabled")
         # The broker epoch in force when the last LeaderAndIsr was applied (None: never).
         self._leader_and_isr_generation: int | None = None
@@ -148,6 +175,88 @@ class ReplicaManager:
         self.produce_purgatory.check_and_complete(key)
         self.fetch_purgatory.check_and_complete(key)
 
+    # ------------------------------------------------------------------------- ISR
+
+    def record_follower_fetch(
+        self,
+        partition: Partition,
+        replica_id: int,
+        fetch_offset: int,
+        log_start_offset: int,
+        broker_epoch: int,
+        leader_leo: int,
+        now: int,
+    ) -> None:
+        """A follower fetched (no divergence): record it, maybe move the HW (waking delayed
+        produces and fetches), maybe propose adding it to the ISR."""
+        moved = partition.update_follower_fetch_state(
+            replica_id, fetch_offset, log_start_offset, broker_epoch, leader_leo, now
+        )
+        change = isr_changes.maybe_expand_isr(partition, replica_id)
+        if change is not None:
+            self._send_isr_change(partition, change)
+        if moved:
+            self.on_high_watermark_moved(partition.key)
+
+    def shrink_isrs(self, now: int | None = None) -> int:
+        """Propose removing lagging followers from every led partition; proposals made."""
+        now = now_ms() if now is None else now
+        proposed = 0
+        for partition in list(self.partitions.values()):
+            change = isr_changes.maybe_shrink_isr(partition, now)
+            if change is not None:
+                proposed += 1
+                self._send_isr_change(partition, change)
+        return proposed
+
+    def _send_isr_change(
+        self, partition: Partition, change: PendingIsrChange, delay_ms: int = 0
+    ) -> None:
+        sender = self.alter_partition_manager
+        topic_id = partition.topic_id
+        if sender is None or topic_id is None:
+            log.warning(
+                "%s: cannot send an ISR change (no controller channel or topic id)", partition.name
+            )
+            self._on_isr_answer(
+                partition, change, PartitionAnswer(ErrorCode.OPERATION_NOT_ATTEMPTED)
+            )
+            return
+        key = partition.key
+        item = AlterPartitionItem(
+            key=key,
+            topic_id=topic_id,
+            leader_epoch=change.leader_epoch,
+            partition_epoch=change.partition_epoch,
+            isr_with_epochs=isr_changes.isr_with_epochs(partition, change, self.epoch_holder.epoch),
+            on_answer=lambda answer: self._on_isr_answer(partition, change, answer),
+            still_wanted=lambda: (
+                partition.pending_isr is change and self.partitions.get(key) is partition
+            ),
+        )
+        if not sender.submit(item, delay_ms):
+            self._on_isr_answer(
+                partition, change, PartitionAnswer(ErrorCode.OPERATION_NOT_ATTEMPTED)
+            )
+
+    def _on_isr_answer(
+        self, partition: Partition, change: PendingIsrChange, answer: PartitionAnswer
+    ) -> None:
+        outcome, _ = isr_changes.apply_alter_partition_answer(
+            partition,
+            change,
+            answer.error,
+            now_ms(),
+            leader_epoch=answer.leader_epoch,
+            isr=answer.isr,
+            partition_epoch=answer.partition_epoch,
+        )
+        if outcome is AlterOutcome.RETRY:
+            self._send_isr_change(partition, change, RETRY_BACKOFF_MS)
+        if outcome is not None:
+            # The ISR (or the HW) changed: acks=all produces re-check min.insync.replicas.
+            self.on_high_watermark_moved(partition.key)
+
     # ---------------------------------------------------------------- LeaderAndIsr
 
     def apply_leader_and_isr(
@@ -160,6 +269,8 @@ class ReplicaManager:
         results: list[tuple[str, uuid.UUID | None, int, ErrorCode]] = []
         changed: list[Partition] = []
         followers: list[Partition] = []
+        for leader in getattr(request, "live_leaders", ()):
+            self.live_leaders[leader.broker_id] = (leader.host_name, leader.port)
         for topic_state in request.topic_states:
             topic = topic_state.topic_name
             topic_id = known_topic_id(
@@ -175,6 +286,9 @@ class ReplicaManager:
                 results.append((topic, topic_id, index, error))
         for partition in changed:
             self._on_partition_changed(partition.key)
+        leaders = [p for p in changed if p.is_leader]
+        if leaders and self.on_become_leader is not None:
+            self.on_become_leader(leaders)
         if followers and self.on_become_follower is not None:
             self.on_become_follower(followers)
         self._leader_and_isr_generation = self.epoch_holder.epoch
@@ -261,6 +375,8 @@ class ReplicaManager:
             log_,
             state,
             high_watermark=self._stored_hws.get(key, 0),
+            settings=self.settings,
+            brokers=self.metadata_cache,
         )
         self.partitions[key] = partition
         return partition
@@ -344,6 +460,11 @@ class ReplicaManager:
         )
         self._start_task(
             "retention", self.config["log.retention.check.interval.ms"], self.run_retention
+        )
+        self._start_task(
+            "isr-expiration",
+            max(1, self.settings.replica_lag_time_max_ms // 2),
+            self.shrink_isrs,
         )
         self._start_task(
             "recovery-point-checkpoint",

@@ -1,0 +1,128 @@
+"""The replica fetchers of a broker: one per source broker (Kafka's ReplicaFetcherManager with
+num.replica.fetchers = 1).
+
+The replica manager's hooks drive it. `add_partitions` (LeaderAndIsr made this broker a follower)
+moves each partition to the fetcher of its leader, starting at its log end offset with its latest
+leader epoch (a fresh fetch state, so answers to requests made for the old state are ignored),
+creating and starting that fetcher when needed. `remove_partitions` (became leader, StopReplica)
+takes partitions out. A fetcher left without partitions is stopped. `shutdown` stops them all.
+
+A leader is reached at the endpoint the metadata cache lists for it on this broker's listener,
+else at the one the last LeaderAndIsr named among its live leaders.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterable
+
+from epochlog.broker.collaborators import BrokerEpochHolder
+from epochlog.broker.config import BrokerConfig
+from epochlog.broker.metadata_cache import MetadataCache
+from epochlog.broker.partition import Partition
+from epochlog.broker.replica_fetcher import MAX_FETCH_VERSION, ReplicaFetcher
+from epochlog.broker.replica_manager import ReplicaManager, TopicPartition
+from epochlog.testing.faults import NO_FAULTS, FaultInjector
+
+log = logging.getLogger(__name__)
+
+
+class ReplicaFetcherManager:
+    def __init__(
+        self,
+        *,
+        broker_id: int,
+        replica_manager: ReplicaManager,
+        metadata_cache: MetadataCache,
+        config: BrokerConfig,
+        epoch_holder: BrokerEpochHolder,
+        faults: FaultInjector = NO_FAULTS,
+        listener: str = "PLAINTEXT",
+    ) -> None:
+        self.broker_id = broker_id
+        self.rm = replica_manager
+        self.metadata_cache = metadata_cache
+        self.config = config
+        self.epoch_holder = epoch_holder
+        self.faults = faults
+        self.listener = listener
+        self.max_fetch_version = MAX_FETCH_VERSION  # tests lower it to exercise older leaders
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self._stopping: set[asyncio.Task[None]] = set()
+        self._closed = False
+
+    def endpoint(self, broker_id: int) -> tuple[str, int] | None:
+        broker = self.metadata_cache.broker(broker_id)
+        if broker is not None:
+            endpoint = broker.endpoint_for(self.listener)
+            if endpoint is not None:
+                return endpoint.host, endpoint.port
+        return self.rm.live_leaders.get(broker_id)
+
+    def fetcher_of(self, key: TopicPartition) -> ReplicaFetcher | None:
+        for fetcher in self.fetchers.values():
+            if key in fetcher.partitions:
+                return fetcher
+        return None
+
+    def add_partitions(self, partitions: Iterable[Partition]) -> None:
+        """Follow each partition from its current leader (hook: on_become_follower)."""
+        for partition in partitions:
+            self._remove(partition.key)
+            leader = partition.leader_id
+            if self._closed or leader < 0 or leader == self.broker_id:
+                continue
+            fetcher = self.fetchers.get(leader)
+            if fetcher is None:
+                fetcher = self.fetchers[leader] = ReplicaFetcher(
+                    source_id=leader,
+                    broker_id=self.broker_id,
+                    replica_manager=self.rm,
+                    config=self.config,
+                    epoch_holder=self.epoch_holder,
+                    resolve_endpoint=self.endpoint,
+                    faults=self.faults,
+                    max_fetch_version=self.max_fetch_version,
+                )
+                fetcher.start()
+                log.info("replica fetcher from broker %d started", leader)
+            state = fetcher.add_partition(partition)
+            log.info(
+                "%s: fetching from broker %d at offset %d (last epoch %d, leader epoch %d)",
+                partition.name,
+                leader,
+                state.fetch_offset,
+                state.last_fetched_epoch,
+                state.current_leader_epoch,
+            )
+        self._stop_idle()
+
+    def remove_partitions(self, keys: Iterable[TopicPartition]) -> None:
+        """Stop fetching these partitions (hooks: on_become_leader, on_stop_replicas)."""
+        for key in keys:
+            self._remove(key)
+        self._stop_idle()
+
+    def _remove(self, key: TopicPartition) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.remove_partition(key)
+
+    def _stop_idle(self) -> None:
+        for source, fetcher in list(self.fetchers.items()):
+            if not fetcher.partitions:
+                del self.fetchers[source]
+                log.info("replica fetcher from broker %d stopped (no partitions)", source)
+                task = asyncio.get_running_loop().create_task(fetcher.stop())
+                self._stopping.add(task)
+                task.add_done_callback(self._stopping.discard)
+
+    async def shutdown(self) -> None:
+        self._closed = True
+        fetchers, self.fetchers = list(self.fetchers.values()), {}
+        for fetcher in fetchers:
+            await fetcher.stop()
+        for task in list(self._stopping):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
