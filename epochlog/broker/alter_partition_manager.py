@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from epochlog.aio import wait_for
 from epochlog.broker.metadata_cache import MetadataCache
 from epochlog.client.connection import BrokerConnection
 from epochlog.client.errors import ConnectionFailedError, IncompatibleBrokerError
@@ -254,7 +255,7 @@ class AlterPartitionManager:
             await asyncio.sleep(0.001)
             return
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), timeout)
+            await wait_for(self._wake.wait(), timeout)
 
     async def _send(
         self, batch: list[AlterPartitionItem]
@@ -297,7 +298,7 @@ class AlterPartitionManager:
             request_timeout_ms=self.request_timeout_ms,
         )
         try:
-            await asyncio.wait_for(connection.connect(), self.request_timeout_ms / 1000)
+            await wait_for(connection.connect(), self.request_timeout_ms / 1000)
         except (ConnectionFailedError, IncompatibleBrokerError, ClientTimeout, TimeoutError):
             await connection.close()
             raise

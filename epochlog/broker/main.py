@@ -23,6 +23,7 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError
 
+from epochlog.aio import wait_for
 from epochlog.broker.broker import Broker
 from epochlog.broker.collaborators import BrokerEpochHolder, CollaboratorError
 from epochlog.broker.config import BrokerConfig, ConfigError
@@ -111,6 +112,7 @@ class BrokerProcess:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stopping.set)
+        loop.add_signal_handler(signal.SIGUSR1, _dump_tasks)  # where is each task waiting?
         zk = await asyncio.to_thread(
             connect,
             self.config["zookeeper.connect"],
@@ -198,13 +200,23 @@ class BrokerProcess:
             request_timeout_ms=self.config["request.timeout.ms"],
         )
         try:
-            await asyncio.wait_for(connection.connect(), 10)
+            await wait_for(connection.connect(), 10)
             request = m.ControlledShutdownRequest(
                 broker_id=self.broker_id, broker_epoch=broker_epoch
             )
             return await connection.send(request, api_key=ApiKey.CONTROLLED_SHUTDOWN)
         finally:
             await connection.close()
+
+
+def _dump_tasks() -> None:
+    """SIGUSR1: log every asyncio task's stack, to see what a stuck broker waits for."""
+    for task in asyncio.all_tasks():
+        frames = "".join(
+            f"\n    {f.f_code.co_filename}:{f.f_lineno} {f.f_code.co_name}"
+            for f in task.get_stack()
+        )
+        log.warning("task %s%s", task.get_name(), frames)
 
 
 def run_from_properties(path: str) -> int:

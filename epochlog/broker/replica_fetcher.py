@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from epochlog.aio import wait_for
 from epochlog.broker.collaborators import BrokerEpochHolder
 from epochlog.broker.config import BrokerConfig
 from epochlog.broker.follower_rules import (
@@ -186,7 +187,7 @@ class ReplicaFetcher:
             request_timeout_ms=self.socket_timeout_ms,
         )
         try:
-            await asyncio.wait_for(connection.connect(), self.socket_timeout_ms / 1000)
+            await wait_for(connection.connect(), self.socket_timeout_ms / 1000)
         except BaseException:
             await connection.close()
             raise
@@ -230,7 +231,7 @@ class ReplicaFetcher:
         timeout = max(0.0, (min(waiting) - now) / 1000) if waiting else None
         self._changed.clear()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._changed.wait(), timeout)
+            await wait_for(self._changed.wait(), timeout)
 
     # ------------------------------------------------------------------------ fetch
 

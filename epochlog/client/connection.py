@@ -32,6 +32,7 @@ import struct
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from epochlog.aio import wait_for
 from epochlog.client.errors import (
     ConnectionFailedError,
     IncompatibleBrokerError,
@@ -261,7 +262,7 @@ class BrokerConnection:
             return None
         timeout = (self.request_timeout_ms if timeout_ms is None else timeout_ms) / 1000
         try:
-            return await asyncio.wait_for(asyncio.shield(fut), timeout)
+            return await wait_for(asyncio.shield(fut), timeout)
         except TimeoutError:
             error = RequestTimedOutError(
                 f"{self}: no response to API {api_key} v{version} within {timeout * 1000:.0f} ms"

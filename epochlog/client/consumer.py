@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from epochlog.aio import wait_for
 from epochlog.client.config import Role, load_config
 from epochlog.client.errors import (
     ClientClosedError,
@@ -295,7 +296,7 @@ class AsyncConsumer:
                 return []
             self._data.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._data.wait(), remaining)
+                await wait_for(self._data.wait(), remaining)
 
     def _raise_pending_errors(self) -> None:
         if self._out_of_range:
@@ -343,7 +344,7 @@ class AsyncConsumer:
                 log.exception("consumer fetch iteration failed")
                 wait_ms = self._retry_backoff_ms
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), wait_ms / 1000)
+                await wait_for(self._wakeup.wait(), wait_ms / 1000)
 
     def _run_once(self) -> float:
         loop = asyncio.get_running_loop()

@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from epochlog.aio import wait_for
 from epochlog.client.config import ClientConfig
 from epochlog.client.connection import BrokerConnection
 from epochlog.client.connection_state import (
@@ -242,7 +243,7 @@ class NetworkClient:
         )
         try:
             try:
-                await asyncio.wait_for(conn.connect(), timeout_ms / 1000)
+                await wait_for(conn.connect(), timeout_ms / 1000)
             except (ClientError, OSError, TimeoutError) as exc:
                 await conn.close()
                 backoff = self.states.failed(node_id, self.now_ms())
@@ -373,7 +374,7 @@ class NetworkClient:
         self._waiters.append(fut)
         self.request_update()
         try:
-            return await asyncio.wait_for(fut, max(timeout_ms, 0) / 1000)
+            return await wait_for(fut, max(timeout_ms, 0) / 1000)
         except TimeoutError:
             raise KafkaError(
                 ErrorCode.REQUEST_TIMED_OUT, f"no metadata within {timeout_ms:.0f} ms"
@@ -414,7 +415,7 @@ class NetworkClient:
             if wait_ms > 0:
                 self._wakeup.clear()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wakeup.wait(), wait_ms / 1000)
+                    await wait_for(self._wakeup.wait(), wait_ms / 1000)
                 continue
             try:
                 await self._update_once()

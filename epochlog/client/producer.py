@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from epochlog.aio import wait_for
 from epochlog.client.accumulator import OrderingGate, ProducerBatch, RecordAccumulator
 from epochlog.client.config import Role, load_config
 from epochlog.client.errors import (
@@ -333,7 +334,7 @@ class AsyncProducer:
                 wait_ms = 100.0
             if wait_ms > 0:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wakeup.wait(), wait_ms / 1000)
+                    await wait_for(self._wakeup.wait(), wait_ms / 1000)
 
     async def _run_once(self) -> float:
         """One pass of the sender; returns how long it may sleep (ms) absent a wakeup."""

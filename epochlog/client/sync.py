@@ -19,6 +19,7 @@ import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
+from epochlog.aio import wait_for
 from epochlog.client.admin import AsyncAdmin, ClusterDescription, NewTopic, TopicDescription
 from epochlog.client.consumer import AsyncConsumer, OffsetAndTimestamp
 from epochlog.client.errors import ClientClosedError, KafkaError
@@ -194,7 +195,7 @@ class Producer:
 
     def flush(self, timeout: float | None = None) -> None:
         async def flush() -> None:
-            await asyncio.wait_for(self._settle_sends(), timeout)
+            await wait_for(self._settle_sends(), timeout)
             await self._producer.flush(timeout)
 
         self._thread.run(flush())
@@ -208,7 +209,7 @@ class Producer:
 
         async def close() -> None:
             try:
-                await asyncio.wait_for(self._settle_sends(), timeout)
+                await wait_for(self._settle_sends(), timeout)
             finally:
                 await self._producer.close(timeout)
 

@@ -15,6 +15,7 @@ import contextlib
 import logging
 from typing import Any
 
+from epochlog.aio import wait_for
 from epochlog.client.connection import BrokerConnection
 from epochlog.client.errors import ConnectionFailedError, RequestTimedOutError
 from epochlog.controller.context import BrokerInfo
@@ -61,7 +62,7 @@ class BrokerSender:
                 request_timeout_ms=self.request_timeout_ms,
             )
             try:
-                await asyncio.wait_for(connection.connect(), self.request_timeout_ms / 1000)
+                await wait_for(connection.connect(), self.request_timeout_ms / 1000)
                 self.connection = connection
                 return connection
             except (ConnectionFailedError, TimeoutError, OSError) as exc:
