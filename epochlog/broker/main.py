@@ -227,6 +227,12 @@ def run_from_properties(path: str) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    logging.getLogger().setLevel(logging.INFO)
+    # Plain one-line records (a broker's output is a file that people and tests grep).
+    logging.basicConfig(
+        level=logging.INFO,
+        format=f"%(asctime)s %(levelname)s [broker {config.broker_id}] %(name)s: %(message)s",
+        force=True,
+    )
+    logging.getLogger("kazoo").setLevel(logging.WARNING)
     run(BrokerProcess(config).run())
     return 0

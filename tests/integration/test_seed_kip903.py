@@ -27,6 +27,10 @@ def state(cluster: LocalCluster) -> dict:
     return next(p for p in read_status(cluster.zk_connect)["partitions"] if p["topic"] == "t")
 
 
+def log_of(cluster: LocalCluster, broker_id: int) -> str:
+    return cluster.brokers[broker_id].log_path.read_text(errors="replace")
+
+
 def wait_until(predicate, timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s
     while not predicate():
@@ -86,7 +90,8 @@ def test_seed_kafka_14139_an_empty_replica_never_joins_the_isr(tmp_path, kip903)
         # A's request to add B back is held on its way to the controller.
         FaultRules.write(faults, [{"api": "ALTER_PARTITION", "source": a, "action": "hold"}])
         cluster.start_broker(b)
-        time.sleep(3)  # B catches up; A proposes [A, B] with B's fetch epoch; the request waits
+        # B catches up; A proposes [A, B] with B's fetch epoch; the request waits.
+        wait_until(lambda: "t-0: expanding the ISR" in log_of(cluster, a), 30, "A's proposal")
         assert state(cluster)["isr"] == [a]
         # B's disk is replaced: it comes back empty, as a new generation that cannot fetch yet.
         FaultRules.write(
@@ -101,9 +106,12 @@ def test_seed_kafka_14139_an_empty_replica_never_joins_the_isr(tmp_path, kip903)
         cluster.start_broker(b)
         # The delayed AlterPartition arrives now, carrying B's previous epoch.
         FaultRules.write(faults, [{"api": "FETCH", "source": b, "action": "drop"}])
-        time.sleep(3)
+        if kip903:
+            wait_until(lambda: "INELIGIBLE_REPLICA" in log_of(cluster, a), 30, "the refusal")
+        else:
+            wait_until(lambda: state(cluster)["isr"] == [a, b], 30, "B in the ISR")
         cluster.kill_broker(a)  # then A dies
-        time.sleep(5)
+        wait_until(lambda: state(cluster)["leader"] != a, 30, "A's leadership to end")
         after = state(cluster)
         if kip903:
             assert after["isr"] == [a] and after["leader"] == -1  # waits for A; B was refused
