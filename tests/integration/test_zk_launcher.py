@@ -22,12 +22,6 @@ from epochlog.zk.launcher import (
     four_letter_word,
 )
 
-try:
-    launcher.find_zookeeper_jar()
-    launcher.find_java()
-except ZooKeeperNotInstalledError as exc:  # pragma: no cover - depends on the machine
-    pytest.skip(str(exc), allow_module_level=True)
-
 
 def _alive(pid: int) -> bool:
     """Running (not gone, not a zombie waiting for a reaper)."""
