@@ -30,6 +30,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from epochlog.storage.layout import validate_topic_name as check_topic_name
+
 TopicPartition = tuple[str, int]
 
 # ---------------------------------------------------------------------------------------------
@@ -64,9 +66,6 @@ TOP_LEVEL_PATHS = (
 INITIAL_CONTROLLER_EPOCH = 0
 PRODUCER_ID_BLOCK_SIZE = 1000
 
-_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
-MAX_TOPIC_LENGTH = 249
-
 
 class ZNodeDecodeError(ValueError):
     """A znode's data is not what its path requires."""
@@ -78,15 +77,9 @@ class ZNodeDecodeError(ValueError):
 
 
 def validate_topic_name(topic: str) -> str:
-    """Kafka's topic name rule (1-249 chars of [a-zA-Z0-9._-], not "." or ".."); returns it."""
-    if not topic or topic in (".", ".."):
-        raise ValueError(f"illegal topic name {topic!r}")
-    if len(topic) > MAX_TOPIC_LENGTH:
-        raise ValueError(f"topic name is longer than {MAX_TOPIC_LENGTH} characters: {topic!r}")
-    if not _LEGAL_TOPIC.fullmatch(topic):
-        raise ValueError(
-            f"illegal topic name {topic!r}: only ASCII letters, digits, '.', '_' and '-'"
-        )
+    """Kafka's topic name rule (storage's, the one place it is written); returns the name so
+    path builders can validate inline (a bad name must never become a znode path)."""
+    check_topic_name(topic)
     return topic
 
 
