@@ -157,6 +157,13 @@ class LeaderEpochCheckpointFile:
     def write(self, entries: Iterable[EpochEntry]) -> None:
         write_checkpoint(self.path, [f"{epoch} {start}" for epoch, start in entries])
 
+    def is_empty_file(self) -> bool:
+        """The file exists with no bytes at all (no checkpoint is ever written that way)."""
+        try:
+            return self.path.stat().st_size == 0
+        except FileNotFoundError:
+            return False
+
 
 # --------------------------------------------------------------------------- partition.metadata
 

@@ -11,12 +11,20 @@ as soon as the last reference goes.)
 
 `write_atomically` is how every checkpoint reaches disk: write `<file>.tmp`, flush, fsync, rename
 over the target, fsync the directory, so a crash leaves either the old file or the new one.
+Inside `durable_batch()` the fsyncs are left out and one `syncfs` per file system at the end of
+the batch makes every write durable at once: a broker becoming leader of 10,000 partitions writes
+10,000 leader-epoch checkpoints, and an fsync each (about 1 ms here) would hold the LeaderAndIsr
+answer for ten seconds.
 """
 
 from __future__ import annotations
 
+import ctypes
 import io
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -134,12 +142,63 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+# The directories written in the current durable batch; None outside a batch.
+_batch_dirs: ContextVar[set[Path] | None] = ContextVar("epochlog_durable_batch", default=None)
+
+
 def write_atomically(path: Path, data: bytes) -> None:
     """Replace `path` with `data` so that a crash leaves the old content or the new, never a mix."""
     tmp = path.with_name(path.name + TMP_SUFFIX)
+    batch = _batch_dirs.get()
     with open(tmp, "wb") as out:
         out.write(data)
         out.flush()
-        os.fsync(out.fileno())
+        if batch is None:
+            os.fsync(out.fileno())
     os.replace(tmp, path)
-    fsync_dir(path.parent)
+    if batch is None:
+        fsync_dir(path.parent)
+    else:
+        # The rename is only ordered after the data by the batch's final sync: until then a crash
+        # may leave the old file or an empty one. Callers answer nobody before the batch ends, and
+        # every reader of these files accepts an empty or missing one (it rebuilds from the log).
+        batch.add(path.parent)
+
+
+@contextmanager
+def durable_batch() -> Iterator[None]:
+    """Writes made inside become durable together when the block exits (nested blocks join the
+    outermost one). Nothing that depends on them may be acknowledged before that."""
+    if _batch_dirs.get() is not None:
+        yield
+        return
+    dirs: set[Path] = set()
+    token = _batch_dirs.set(dirs)
+    try:
+        yield
+    finally:
+        _batch_dirs.reset(token)
+        sync_file_systems(dirs)
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def sync_file_systems(directories: set[Path]) -> None:
+    """Flush every file system holding one of `directories` (data and metadata), once each."""
+    seen: set[int] = set()
+    for directory in directories:
+        try:
+            fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        except FileNotFoundError:
+            continue  # deleted since (a StopReplica with deletion): nothing left to make durable
+        try:
+            device = os.fstat(fd).st_dev
+            if device in seen:
+                continue
+            seen.add(device)
+            if _libc.syncfs(fd) != 0:
+                error = ctypes.get_errno()
+                raise OSError(error, f"syncfs({directory}): {os.strerror(error)}")
+        finally:
+            os.close(fd)

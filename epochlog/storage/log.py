@@ -129,6 +129,10 @@ class PartitionLog:
         trusted = True
         try:
             entries: list[EpochEntry] = checkpoint.read()
+            if not entries and checkpoint.is_empty_file():
+                # Written checkpoints have two header lines; an empty file is a rename that reached
+                # the disk before its data (a crash inside a durable batch): not to be trusted.
+                raise CheckpointFormatError(checkpoint.path, None, "the file is empty")
         except CheckpointFormatError as exc:
             logger.warning("%s; rebuilding the leader epoch cache from the log", exc)
             entries, trusted = [], False

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from epochlog.storage import files
 from epochlog.storage.checkpoint import (
     LeaderEpochCheckpointFile,
     MetaProperties,
@@ -19,7 +20,7 @@ from epochlog.storage.checkpoint import (
 )
 from epochlog.storage.epoch_cache import EpochEntry
 from epochlog.storage.errors import CheckpointFormatError
-from epochlog.storage.files import write_atomically
+from epochlog.storage.files import durable_batch, write_atomically
 
 
 def test_offset_checkpoint_writes_kafkas_text_format(tmp_path: Path):
@@ -176,3 +177,33 @@ def test_write_atomically_replaces_the_file_and_leaves_no_tmp(tmp_path: Path):
     write_atomically(path, b"new")
     assert path.read_bytes() == b"new"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]
+
+
+def test_writes_in_a_durable_batch_skip_fsync_and_share_one_syncfs(tmp_path: Path, monkeypatch):
+    fsyncs: list[int] = []
+    synced: list[set[Path]] = []
+    monkeypatch.setattr(files.os, "fsync", lambda fd: fsyncs.append(fd))
+    real_sync = files.sync_file_systems
+    monkeypatch.setattr(files, "sync_file_systems", lambda dirs: synced.append(set(dirs)))
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with durable_batch():
+        with durable_batch():  # nested blocks join the outer one
+            write_atomically(tmp_path / "a" / "cp", b"1")
+        write_atomically(tmp_path / "b" / "cp", b"2")
+        assert synced == []
+    assert fsyncs == []
+    assert synced == [{tmp_path / "a", tmp_path / "b"}]
+    assert (tmp_path / "a" / "cp").read_bytes() == b"1"
+    write_atomically(tmp_path / "a" / "cp", b"3")  # outside a batch: fsync file and directory
+    assert len(fsyncs) == 2
+    real_sync({tmp_path / "a", tmp_path / "b", tmp_path / "gone"})  # one syncfs, missing dir ok
+
+
+def test_the_batch_syncs_even_when_its_block_raises(tmp_path: Path, monkeypatch):
+    synced: list[set[Path]] = []
+    monkeypatch.setattr(files, "sync_file_systems", lambda dirs: synced.append(set(dirs)))
+    with pytest.raises(RuntimeError), durable_batch():
+        write_atomically(tmp_path / "cp", b"1")
+        raise RuntimeError("boom")
+    assert synced == [{tmp_path}]

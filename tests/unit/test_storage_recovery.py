@@ -353,6 +353,19 @@ def test_an_unreadable_leader_epoch_checkpoint_is_rebuilt_from_the_batches(tmp_p
     log.close()
 
 
+def test_an_empty_leader_epoch_checkpoint_is_rebuilt_not_trusted_as_no_epochs(tmp_path):
+    # What a crash inside a durable batch can leave: the rename durable, the data not.
+    directory = tmp_path / "t-0"
+    build_log(directory, COUNTS)
+    checkpoint = directory / "leader-epoch-checkpoint"
+    original = checkpoint.read_text()
+    checkpoint.write_bytes(b"")
+    log = PartitionLog.open(directory, CONFIG, had_clean_shutdown=True)
+    assert [e.epoch for e in log.leader_epoch_cache.entries] == [0, 1, 2, 3, 4]
+    assert checkpoint.read_text() == original
+    log.close()
+
+
 def test_segments_below_the_recovery_point_are_trusted_not_rescanned(tmp_path):
     directory = tmp_path / "t-0"
     stored = build_log(directory, COUNTS)
