@@ -38,6 +38,7 @@ from epochlog.protocol.records import (
     Header,
     RecordBatchBuilder,
     batch_crc,
+    decode_batch,
     record_size_upper_bound,
 )
 
@@ -127,6 +128,32 @@ class ProducerBatch:
             producer_epoch,
             base_sequence,
         )
+
+    def split(self) -> list[ProducerBatch]:
+        """The records of this (closed) batch as two batches, each half of them, unsent and
+        without a sequence: what the producer retries when the broker finds a batch too large
+        (MESSAGE_TOO_LARGE), so one oversized record fails alone and the others still go."""
+        self.close()
+        assert self.data is not None and self.record_count > 1
+        decoded = decode_batch(self.data)
+        compression, records = decoded.header.compression, decoded.records
+        middle = len(records) // 2
+        halves = []
+        for lo, hi in ((0, middle), (middle, len(records))):
+            half = ProducerBatch(self.tp, compression, self.created_ms)
+            for i in range(lo, hi):
+                r = records[i]
+                half.append(
+                    r.timestamp,
+                    r.key,
+                    r.value,
+                    [(h.key, h.value) for h in r.headers],
+                    self.handles[i],
+                )
+            half.attempts = self.attempts
+            half.close()
+            halves.append(half)
+        return halves
 
 
 class DrainGate(Protocol):
@@ -329,6 +356,15 @@ class RecordAccumulator:
                 self.buffered_bytes -= batch.size
                 expired.append(batch)
         return expired
+
+    def requeue_split(self, halves: list[ProducerBatch], now: float) -> None:
+        """Put the halves of a split batch back at the front of their deque, in order, to be
+        sent after `retry.backoff.ms`."""
+        for half in reversed(halves):
+            half.retry_at_ms = now + self.retry_backoff_ms
+            half.attempts = max(half.attempts, 1)
+            self._batches.setdefault(half.tp, deque()).appendleft(half)
+            self.buffered_bytes += half.size
 
     def abort_all(self) -> list[ProducerBatch]:
         """Remove and return every queued batch (closing without flushing)."""

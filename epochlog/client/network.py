@@ -21,6 +21,15 @@ are spaced by `retry.backoff.ms`, growing exponentially up to `retry.backoff.max
 fail. Each goes to the least loaded node, asks for the topics someone wants (`want_topics`) or for
 all of them, and wakes every task waiting in `update_metadata()` / `topic_metadata()`.
 
+Rebootstrap (KIP-899 / KIP-1102). After every metadata attempt the `recovery` object is asked
+whether to rebootstrap (REBOOTSTRAP_REQUIRED in a v13+ response, no known broker available, or
+no good metadata for `metadata.recovery.rebootstrap.trigger.ms`); each attempt is bounded by the
+time left before that trigger, so a broker that accepts a connection and never answers cannot
+delay it. `rebootstrap()` closes every connection, the bootstrap ones included (librdkafka issue
+#5605 is a client that kept its old ones), forgets the brokers and goes back to the bootstrap
+servers, whose host names are resolved again when connecting. When metadata then names another
+cluster id, the `add_cluster_id_listener` callbacks run (the producer takes a new producer id).
+
 Listeners registered with `add_listener` are called (synchronously, on the loop) whenever a
 connection becomes ready or is lost and whenever metadata changes, so the producer's sender can
 sleep until something it waits for has happened.
@@ -115,6 +124,9 @@ class NetworkClient:
         self._wakeup: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self._closed = False
+        self.rebootstraps = 0  # how many times this client rebootstrapped, and the last why
+        self.last_rebootstrap_reason = ""
+        self._cluster_id_listeners: list[Callable[[str | None, str | None], None]] = []
         self._bootstrap_nodes()
 
     def now_ms(self) -> float:
@@ -155,17 +167,30 @@ class NetworkClient:
         servers = self.config["bootstrap.servers"]
         self._bootstrap = {-(i + 1): hp for i, hp in enumerate(servers)}
 
-    async def rebootstrap(self) -> None:
-        """Close every connection, forget the known brokers and start again from
-        bootstrap.servers (KIP-899). The wanted topics are kept."""
-        log.info("rebootstrapping from %s", self.config["bootstrap.servers"])
+    async def rebootstrap(self, reason: str = "") -> None:
+        """Close every connection (bootstrap ones included), forget the known brokers and start
+        again from bootstrap.servers (KIP-899), whose names are resolved again on connecting.
+        The topics' metadata is kept (without brokers no partition has a usable leader) so
+        senders keep knowing partition counts; the wanted topics are kept too."""
+        log.warning(
+            "rebootstrapping from %s%s",
+            ",".join(f"{h}:{p}" for h, p in self.config["bootstrap.servers"]),
+            f": {reason}" if reason else "",
+        )
+        self.rebootstraps += 1
+        self.last_rebootstrap_reason = reason
         await self._close_all()
         for node in list(self.cluster.brokers) + list(self._bootstrap):
             self.states.forget(node)
-        self.cluster = ClusterMetadata()
+        self.cluster = ClusterMetadata(
+            topics=self.cluster.topics, cluster_id=self.cluster.cluster_id
+        )
         self._bootstrap_nodes()
+        self._failed_updates = 0
+        self._last_attempt_ms = -float("inf")
         self.recovery.on_rebootstrap(self.now_ms())
         self.request_update()
+        self._notify()
 
     # ---------------------------------------------------------------- nodes and connections
 
@@ -336,6 +361,11 @@ class NetworkClient:
     def add_listener(self, callback: Callable[[], None]) -> None:
         self._listeners.append(callback)
 
+    def add_cluster_id_listener(self, callback: Callable[[str | None, str | None], None]) -> None:
+        """`callback(old, new)` runs when metadata names a cluster id other than the last one
+        (a rebootstrap or a proxy switch moved the client to another cluster)."""
+        self._cluster_id_listeners.append(callback)
+
     def _notify(self) -> None:
         for callback in self._listeners:
             callback()
@@ -435,13 +465,17 @@ class NetworkClient:
             await self._maybe_rebootstrap(any_node_available=False)
             return
         topics = None if self._all_topics else set(self._topics)
+        # An attempt may not outlast the rebootstrap trigger: a broker that accepts connections
+        # and never answers would otherwise hold the decision back for a whole setup timeout.
+        budget_ms = self.recovery.time_to_trigger_ms(now)
         try:
-            conn = await self.ready(node)
-            version = conn.version_for(ApiKey.METADATA)
-            request = metadata_request(version, topics, self.allow_auto_topic_creation)
-            response = await conn.send(request, api_key=ApiKey.METADATA, version=version)
-        except ClientError as exc:
-            log.debug("metadata request to node %s failed: %s", node, exc)
+            async with asyncio.timeout(None if budget_ms == float("inf") else budget_ms / 1000):
+                conn = await self.ready(node)
+                version = conn.version_for(ApiKey.METADATA)
+                request = metadata_request(version, topics, self.allow_auto_topic_creation)
+                response = await conn.send(request, api_key=ApiKey.METADATA, version=version)
+        except (ClientError, TimeoutError) as exc:
+            log.debug("metadata request to node %s failed: %s", node, exc or "trigger elapsed")
             self._failed_updates += 1
             await self._maybe_rebootstrap(self.least_loaded_node() is not None)
             return
@@ -467,8 +501,10 @@ class NetworkClient:
         await self._maybe_rebootstrap(self.least_loaded_node() is not None)
 
     async def _maybe_rebootstrap(self, any_node_available: bool) -> None:
-        if self.recovery.should_rebootstrap(self.now_ms(), any_node_available):
-            await self.rebootstrap()
+        using_bootstrap = not self.cluster.brokers
+        if self.recovery.should_rebootstrap(self.now_ms(), any_node_available, using_bootstrap):
+            reason = getattr(self.recovery, "reason", None)
+            await self.rebootstrap(reason.value if reason is not None else "")
 
     async def _set_cluster(self, cluster: ClusterMetadata) -> None:
         stale = []
@@ -476,7 +512,12 @@ class NetworkClient:
             broker = cluster.brokers.get(node_id)
             if broker is None or (broker.host, broker.port) != (conn.host, conn.port):
                 stale.append(conn)
+        old_id = self.cluster.cluster_id
         self.cluster = cluster
+        if old_id is not None and cluster.cluster_id is not None and old_id != cluster.cluster_id:
+            log.warning("now talking to cluster %s (was %s)", cluster.cluster_id, old_id)
+            for listener in self._cluster_id_listeners:
+                listener(old_id, cluster.cluster_id)
         for fut in self._waiters:
             if not fut.done():
                 fut.set_result(cluster)

@@ -44,7 +44,12 @@ from epochlog.client.errors import (
     KafkaError,
     MessageTooLargeError,
 )
-from epochlog.client.idempotence import Action, IdempotenceManager, decide_without_idempotence
+from epochlog.client.idempotence import (
+    Action,
+    IdempotenceManager,
+    Verdict,
+    decide_without_idempotence,
+)
 from epochlog.client.metadata import TopicPartition
 from epochlog.client.network import NetworkClient
 from epochlog.client.partitioner import StickyPartitioner, partition_for_key
@@ -153,6 +158,7 @@ class AsyncProducer:
             raise ClientClosedError("producer is closed")
         if self._sender is None:
             self._net.add_listener(self._wakeup.set)
+            self._net.add_cluster_id_listener(self._cluster_changed)
             await self._net.start()
             self._sender = asyncio.get_running_loop().create_task(self._run(), name="sender")
 
@@ -305,6 +311,13 @@ class AsyncProducer:
             await self._net.close()
 
     # ---------------------------------------------------------------- the sender
+
+    def _cluster_changed(self, old: str | None, new: str | None) -> None:
+        """Metadata now names another cluster (after a rebootstrap or a proxy's switch): our
+        producer id and sequences mean nothing there, so take a new id before sending more."""
+        if self._idem is not None:
+            self._idem.request_reset()
+        self._wakeup.set()
 
     def _now(self) -> float:
         return self._net.now_ms()
@@ -479,6 +492,13 @@ class AsyncProducer:
     ) -> None:
         self._gate.on_complete(batch)
         now = self._now()
+        if (
+            error in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE)
+            and batch.record_count > 1
+            and not self._closing
+        ):
+            self._split(batch, now)
+            return
         may_retry = (
             not self._closing
             and batch.attempts < self._retries
@@ -503,6 +523,18 @@ class AsyncProducer:
             elif error.retriable and now - batch.created_ms >= self._delivery_timeout_ms:
                 exc = DeliveryTimeoutError(f"{batch.tp}: gave up after delivery.timeout.ms: {exc}")
             self._fail(batch, exc or KafkaError(error, f"produce to {batch.tp}"))
+
+    def _split(self, batch: ProducerBatch, now: float) -> None:
+        """The broker refused a batch of several records as too large: retry its records in two
+        halves, so an oversized record ends up alone and fails alone (Kafka's producer splits
+        the same way). Its sequence numbers are given up, so idempotence takes a new id."""
+        log.info("%s refused as too large; splitting it", batch)
+        if self._idem is not None:
+            self._idem.resolve(batch, Verdict(Action.FAIL, reset_producer_id=True))
+        halves = batch.split()
+        self._incomplete.discard(batch)
+        self._incomplete.update(halves)
+        self._acc.requeue_split(halves, now)
 
     def _succeed(self, batch: ProducerBatch, base_offset: int, log_append_time: int) -> None:
         self._incomplete.discard(batch)

@@ -254,13 +254,18 @@ class RecordingRecovery:
         self.events.append(("response", brokers, error))
         self.last_error = error
 
-    def should_rebootstrap(self, now_ms: float, any_node_available: bool) -> bool:
+    def should_rebootstrap(
+        self, now_ms: float, any_node_available: bool, using_bootstrap: bool = False
+    ) -> bool:
         self.events.append(("ask", any_node_available))
         return self.rebootstrap_on is not None and self.last_error is self.rebootstrap_on
 
     def on_rebootstrap(self, now_ms: float) -> None:
         self.events.append(("rebootstrapped",))
         self.rebootstrap_on = None
+
+    def time_to_trigger_ms(self, now_ms: float) -> float:
+        return float("inf")
 
 
 def network(port: int, recovery: Any = None, **extra: Any) -> NetworkClient:
