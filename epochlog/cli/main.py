@@ -102,6 +102,10 @@ def build_parser() -> argparse.ArgumentParser:
     consume.add_argument("--print-key", action="store_true")
     _add_bootstrap(consume)
 
+    from epochlog.cli.proxy_cmd import add_proxy_parser
+
+    add_proxy_parser(sub)
+
     demo = sub.add_parser("demo", help="run the demo and print a summary")
     demo.add_argument("--storage", action="store_true", help="the storage crash-recovery demo")
     _add_dir(demo)
@@ -119,6 +123,10 @@ def main(argv: list[str] | None = None) -> int:
     from epochlog.cli import commands
 
     try:
+        if args.command == "proxy":
+            from epochlog.cli import proxy_cmd
+
+            return proxy_cmd.run(args, console)
         return commands.run(args, console)
     except commands.CommandError as exc:
         Console(stderr=True).print(f"[bold red]error:[/] {exc}")
