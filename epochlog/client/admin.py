@@ -67,6 +67,16 @@ class AsyncAdmin:
         self._started = False
         self._retry_backoff_ms: int = self.config["retry.backoff.ms"]
 
+    @property
+    def cluster_id(self) -> str | None:
+        """The id of the cluster this client's metadata comes from (None before any)."""
+        return self._net.cluster.cluster_id
+
+    @property
+    def rebootstraps(self) -> int:
+        """How many times this client went back to bootstrap.servers (KIP-899 / KIP-1102)."""
+        return self._net.rebootstraps
+
     async def __aenter__(self) -> AsyncAdmin:
         await self.start()
         return self

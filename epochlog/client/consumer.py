@@ -91,6 +91,16 @@ class AsyncConsumer:
         self._task: asyncio.Task[None] | None = None
         self._closed = False
 
+    @property
+    def cluster_id(self) -> str | None:
+        """The id of the cluster this client's metadata comes from (None before any)."""
+        return self._net.cluster.cluster_id
+
+    @property
+    def rebootstraps(self) -> int:
+        """How many times this client went back to bootstrap.servers (KIP-899 / KIP-1102)."""
+        return self._net.rebootstraps
+
     async def __aenter__(self) -> AsyncConsumer:
         await self.start()
         return self

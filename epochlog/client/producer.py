@@ -138,6 +138,16 @@ class AsyncProducer:
         self._fatal: Exception | None = None
 
     @property
+    def cluster_id(self) -> str | None:
+        """The id of the cluster this client's metadata comes from (None before any)."""
+        return self._net.cluster.cluster_id
+
+    @property
+    def rebootstraps(self) -> int:
+        """How many times this client went back to bootstrap.servers (KIP-899 / KIP-1102)."""
+        return self._net.rebootstraps
+
+    @property
     def idempotent(self) -> bool:
         return self._idem is not None
 

@@ -101,6 +101,16 @@ class Producer:
             self._thread.stop()
             raise
 
+    @property
+    def cluster_id(self) -> str | None:
+        """The id of the cluster this client's metadata comes from (None before any)."""
+        return self._producer.cluster_id
+
+    @property
+    def rebootstraps(self) -> int:
+        """How many times this client went back to bootstrap.servers (KIP-899 / KIP-1102)."""
+        return self._producer.rebootstraps
+
     def __enter__(self) -> Producer:
         return self
 
@@ -231,6 +241,16 @@ class Consumer:
             self._thread.stop()
             raise
 
+    @property
+    def cluster_id(self) -> str | None:
+        """The id of the cluster this client's metadata comes from (None before any)."""
+        return self._consumer.cluster_id
+
+    @property
+    def rebootstraps(self) -> int:
+        """How many times this client went back to bootstrap.servers (KIP-899 / KIP-1102)."""
+        return self._consumer.rebootstraps
+
     def __enter__(self) -> Consumer:
         return self
 
@@ -290,6 +310,16 @@ class Admin:
     def __init__(self, config: Mapping[str, Any]) -> None:
         self._thread, self._admin = _start("epochlog-admin", lambda: AsyncAdmin(config))
         self.config = self._admin.config
+
+    @property
+    def cluster_id(self) -> str | None:
+        """The id of the cluster this client's metadata comes from (None before any)."""
+        return self._admin.cluster_id
+
+    @property
+    def rebootstraps(self) -> int:
+        """How many times this client went back to bootstrap.servers (KIP-899 / KIP-1102)."""
+        return self._admin.rebootstraps
 
     def __enter__(self) -> Admin:
         return self
