@@ -1,0 +1,341 @@
+"""Clients of the data source, cached per Python process, and the I/O the source and sink do.
+
+Spark reuses its Python workers (spark.python.worker.reuse), so a client made for one task
+serves the next ones in the same worker: `_cached` keeps one client per (kind, settings) for
+the life of the process. Clients are never closed by Spark (DataSourceStreamReader.stop() is not
+called by pyspark 4.3); they are daemon threads and sockets that end with the worker.
+
+- `ClusterView` (driver): which partitions a source reads, and earliest / latest / by-time
+  offsets, through an `Admin` and a `Consumer`.
+- `read_range` (executor): the records of one offset range, through a cached `Consumer` with
+  auto.offset.reset=none, so records deleted by retention surface as a data-loss decision
+  instead of a silent jump.
+- `BulkProducer` (executor and driver): an `AsyncProducer` on its own event-loop thread, fed a
+  whole Arrow batch of records per loop call, which avoids a thread hand-off per record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from typing import Any, TypeVar
+
+from epochlog.client import Admin, AsyncProducer, Consumer, KafkaError, RecordMetadata
+from epochlog.client.config import Role
+from epochlog.client.errors import OffsetOutOfRangeError
+from epochlog.client.fetch_decoder import ConsumerRecord
+from epochlog.protocol.errors import ErrorCode
+from epochlog.spark.offsets import TP, OffsetRange
+from epochlog.spark.options import EARLIEST, OptionError, SourceOptions, role_settings
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+_cache: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
+_cache_lock = threading.Lock()
+
+
+def _key(kind: str, settings: Mapping[str, Any]) -> tuple[str, tuple[tuple[str, str], ...]]:
+    return kind, tuple(sorted((k, str(v)) for k, v in settings.items()))
+
+
+def _cached(kind: str, settings: Mapping[str, Any], make: Callable[[], T]) -> T:
+    key = _key(kind, settings)
+    with _cache_lock:
+        client = _cache.get(key)
+        if client is None:
+            client = _cache[key] = make()
+        return client
+
+
+def _drop(kind: str, settings: Mapping[str, Any]) -> None:
+    with _cache_lock:
+        client = _cache.pop(_key(kind, settings), None)
+    if client is not None:
+        try:
+            client.close()
+        except Exception:  # a broken client is dropped either way
+            log.debug("closing a cached %s failed", kind, exc_info=True)
+
+
+class DataLossError(RuntimeError):
+    """Offsets a query wanted are gone (retention, a deleted topic) and failOnDataLoss=true."""
+
+
+# ------------------------------------------------------------------------------ consumers
+
+_READER_DEFAULTS = {
+    "auto.offset.reset": "none",
+    "allow.auto.create.topics": "false",
+    "max.poll.records": "100000",
+    "max.partition.fetch.bytes": str(8 * 1024 * 1024),
+    "fetch.max.wait.ms": "100",
+}
+
+
+def consumer_settings(client: Mapping[str, Any]) -> dict[str, Any]:
+    settings = dict(_READER_DEFAULTS)
+    settings.update(role_settings(client, Role.CONSUMER))
+    settings["auto.offset.reset"] = "none"
+    return settings
+
+
+class ClusterView:
+    """Driver-side lookups for a source: partitions and offsets."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self._consumer_settings = consumer_settings(options.client)
+        self._admin_settings = role_settings(options.client, Role.ADMIN)
+
+    @property
+    def admin(self) -> Admin:
+        return _cached("admin", self._admin_settings, lambda: Admin(self._admin_settings))
+
+    @property
+    def consumer(self) -> Consumer:
+        s = self._consumer_settings
+        return _cached("driver-consumer", s, lambda: Consumer(s))
+
+    def partitions(self) -> list[TP]:
+        """The topic-partitions the source reads now. Topics named by subscribe or assign that
+        do not exist are an error naming the option when failOnDataLoss=true."""
+        o = self.options
+        existing = set(self.admin.list_topics())
+        if o.subscribe_pattern is not None:
+            topics = sorted(t for t in existing if o.matches(t))
+        else:
+            wanted = sorted(set(o.subscribe) or {t for t, _ in o.assign})
+            missing = [t for t in wanted if t not in existing]
+            if missing and o.fail_on_data_loss:
+                raise OptionError(
+                    o.topic_option,
+                    f"topic {', '.join(map(repr, missing))} does not exist "
+                    "(set failOnDataLoss=false to read nothing from it)",
+                )
+            topics = [t for t in wanted if t in existing]
+        if not topics:
+            return []
+        described = self.admin.describe_topics(topics)
+        out = [(t, p.partition) for t in topics for p in described[t].partitions]
+        if o.assign:
+            present = set(out)
+            absent = [tp for tp in o.assign if tp not in present and tp[0] in existing]
+            if absent and o.fail_on_data_loss:
+                names = ", ".join(f"{t}-{p}" for t, p in absent)
+                raise OptionError("assign", f"partitions {names} do not exist")
+            out = [tp for tp in o.assign if tp in present]
+        return sorted(out)
+
+    def earliest(self, tps: list[TP]) -> dict[TP, int]:
+        if not tps:
+            return {}
+        return {
+            (tp.topic, tp.partition): o for tp, o in self.consumer.beginning_offsets(tps).items()
+        }
+
+    def latest(self, tps: list[TP]) -> dict[TP, int]:
+        if not tps:
+            return {}
+        return {(tp.topic, tp.partition): o for tp, o in self.consumer.end_offsets(tps).items()}
+
+    def for_times(self, stamps: Mapping[TP, int]) -> dict[TP, int | None]:
+        if not stamps:
+            return {}
+        found = self.consumer.offsets_for_times(stamps)
+        return {(tp.topic, tp.partition): (r.offset if r else None) for tp, r in found.items()}
+
+
+# ------------------------------------------------------------------------------ reading
+
+
+def read_range(
+    client: Mapping[str, Any],
+    r: OffsetRange,
+    *,
+    fail_on_data_loss: bool,
+    poll_timeout_ms: int,
+) -> Iterator[list[ConsumerRecord]]:
+    """The records of `r` in offset order, in chunks. Offsets below the log start are data loss:
+    an error with failOnDataLoss=true, else skipped (with a warning)."""
+    settings = consumer_settings(client)
+    consumer = _cached("consumer", settings, lambda: Consumer(settings))
+    tp = (r.topic, r.partition)
+    try:
+        yield from _read(consumer, tp, r, fail_on_data_loss, poll_timeout_ms)
+    except (KafkaError, OffsetOutOfRangeError, TimeoutError):
+        _drop("consumer", settings)  # a fresh consumer for the next task
+        raise
+    finally:
+        if _cache.get(_key("consumer", settings)) is consumer:
+            consumer.assign([])
+
+
+def _read(
+    consumer: Consumer,
+    tp: TP,
+    r: OffsetRange,
+    fail_on_data_loss: bool,
+    poll_timeout_ms: int,
+) -> Iterator[list[ConsumerRecord]]:
+    consumer.assign([tp])
+    start = r.start
+    if start == EARLIEST:
+        start = consumer.beginning_offsets([tp])[_tp(tp)]
+    if start >= r.end:
+        return
+    consumer.seek(tp, start)
+    position = start
+    last_progress = time.monotonic()
+    while position < r.end:
+        try:
+            records = consumer.poll(0.5)
+        except OffsetOutOfRangeError:
+            begin = consumer.beginning_offsets([tp])[_tp(tp)]
+            latest = consumer.end_offsets([tp])[_tp(tp)]
+            message = (
+                f"{tp[0]}-{tp[1]}: offsets {position}..{r.end} are no longer all in the log "
+                f"(log now holds {begin}..{latest}); records were deleted, e.g. by retention"
+            )
+            if fail_on_data_loss:
+                raise DataLossError(message + ". Set failOnDataLoss=false to skip them.") from None
+            log.warning("%s; skipping them (failOnDataLoss=false)", message)
+            if begin >= r.end or begin <= position:
+                return
+            position = begin
+            consumer.seek(tp, position)
+            continue
+        if records:
+            chunk = [rec for rec in records if rec.offset < r.end]
+            if chunk:
+                yield chunk
+            last_progress = time.monotonic()
+        position = consumer.position(tp)
+        if (time.monotonic() - last_progress) * 1000 > poll_timeout_ms:
+            raise TimeoutError(
+                f"{tp[0]}-{tp[1]}: no records at offset {position} (reading up to {r.end}) "
+                f"within kafkaConsumer.pollTimeoutMs={poll_timeout_ms}"
+            )
+
+
+def _tp(tp: TP) -> Any:
+    from epochlog.client import TopicPartition
+
+    return TopicPartition(*tp)
+
+
+# ------------------------------------------------------------------------------ producing
+
+
+class _LoopThread:
+    def __init__(self, name: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
+        self._thread.start()
+
+    def run(self, coro: Awaitable[T], timeout: float | None = None) -> T:
+        async def wrapped() -> T:
+            return await coro
+
+        return asyncio.run_coroutine_threadsafe(wrapped(), self.loop).result(timeout)
+
+    def stop(self) -> None:
+        if not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join()
+            self.loop.close()
+
+
+OutRecord = tuple[
+    str | None, bytes | None, bytes | None, list[tuple[str, bytes | None]], int | None
+]
+
+_PRODUCER_DEFAULTS = {"linger.ms": "20", "batch.size": str(512 * 1024)}
+
+
+def producer_settings(client: Mapping[str, Any]) -> dict[str, Any]:
+    settings = dict(_PRODUCER_DEFAULTS)
+    settings.update(role_settings(client, Role.PRODUCER))
+    return settings
+
+
+class BulkProducer:
+    """An AsyncProducer on its own loop thread; `send_all` queues many records in one call."""
+
+    def __init__(self, settings: Mapping[str, Any]) -> None:
+        self._thread = _LoopThread("epochlog-spark-producer")
+        try:
+            self._producer: AsyncProducer = self._thread.run(self._make(settings))
+        except BaseException:
+            self._thread.stop()
+            raise
+
+    @staticmethod
+    async def _make(settings: Mapping[str, Any]) -> AsyncProducer:
+        producer = AsyncProducer(settings)
+        await producer.start()
+        return producer
+
+    @classmethod
+    def cached(cls, client: Mapping[str, Any]) -> BulkProducer:
+        settings = producer_settings(client)
+        return _cached("producer", settings, lambda: cls(settings))
+
+    @classmethod
+    def forget(cls, client: Mapping[str, Any]) -> None:
+        _drop("producer", producer_settings(client))
+
+    def send_all(
+        self, records: Iterable[OutRecord], headers_extra: list[tuple[str, bytes | None]] = ()
+    ) -> list[asyncio.Future[RecordMetadata]]:
+        """Queue every record (topic, value, key, headers, partition); futures of their acks."""
+        items = list(records)
+        return self._thread.run(self._send_all(items, list(headers_extra)))
+
+    async def _send_all(
+        self, items: list[OutRecord], extra: list[tuple[str, bytes | None]]
+    ) -> list[asyncio.Future[RecordMetadata]]:
+        producer = self._producer
+        futures = []
+        ready: set[str] = set()
+        for i, (topic, value, key, headers, partition) in enumerate(items):
+            if topic is None:
+                raise ValueError("a row has a null topic and there is no topic option")
+            if topic not in ready or i % 1000 == 0:
+                await producer.ready_for(topic)  # metadata, and room in buffer.memory
+                ready.add(topic)
+            futures.append(
+                producer.send_nowait(
+                    topic, value, key, headers + extra if extra else headers, partition
+                )
+            )
+        return futures
+
+    def flush(self, timeout: float | None = None) -> None:
+        self._thread.run(self._producer.flush(timeout))
+
+    def partition_count(self, topic: str) -> int:
+        return len(self._thread.run(self._producer.partitions_for(topic)))
+
+    def close(self) -> None:
+        try:
+            self._thread.run(self._producer.close(30))
+        finally:
+            self._thread.stop()
+
+
+def wait_acked(futures: list[asyncio.Future[RecordMetadata]]) -> list[RecordMetadata]:
+    """Results of acknowledged sends (call after flush); raises the first delivery error."""
+    out = []
+    for fut in futures:
+        if not fut.done():
+            raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, "record not acknowledged after flush")
+        error = fut.exception()
+        if error is not None:
+            raise error
+        out.append(fut.result())
+    return out
+

@@ -1,0 +1,241 @@
+"""Reading a log with Spark: the batch reader and the micro-batch stream reader.
+
+Where things run (pyspark 4.3): `partitions()` of the batch reader and every offset method of
+the stream reader run on the driver; `read()` runs on executors, on a pickled copy of the reader,
+so it is a pure function of its `OffsetRangePartition`.
+
+Deterministic start. The Python source never sees the checkpoint, and when batch 0 is planned
+again after a failure Spark calls `initialOffset()` again and takes batch 0's start from it
+(only batch 0's end is in the checkpoint). If the answer changed (startingOffsets=latest, or a
+timestamp, resolved anew) records would be skipped silently. So in a fresh run the first
+`latestOffset()` returns its start unchanged: batch 0 is an empty batch whose end, the resolved
+starting offsets, Spark writes to `offsets/0`, and every later batch starts from the checkpoint.
+A replayed batch 0 is empty whatever `initialOffset()` says, and `partitions()` reads nothing
+where end <= start.
+
+Admission control: maxOffsetsPerTrigger is the default `ReadMaxRows` limit (split across
+partitions by backlog, `offsets.rate_limit`); minOffsetsPerTrigger with maxTriggerDelay is kept
+in `latestOffset` (pyspark has no composite limit); Trigger.AvailableNow snapshots the latest
+offsets in `prepareForTriggerAvailableNow` and never reads past them. Partitions that appear
+while the query runs are read from their earliest offset.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+
+from epochlog.spark.clients import ClusterView, DataLossError, read_range
+from epochlog.spark.offsets import (
+    TP,
+    MinTriggerGate,
+    OffsetRange,
+    Offsets,
+    from_json,
+    ranges_between,
+    rate_limit,
+    resolve_offsets,
+    split_ranges,
+    to_json,
+)
+from epochlog.spark.options import OptionError, SourceOptions
+from epochlog.spark.rows import arrow_schema, records_to_batch
+
+log = logging.getLogger(__name__)
+
+ARROW_BATCH_ROWS = 65536
+
+
+class OffsetRangePartition(InputPartition):
+    """One Spark input partition: records [start, end) of a topic-partition."""
+
+    def __init__(self, offsets: OffsetRange) -> None:
+        super().__init__(offsets)
+        self.range = offsets
+
+
+def read_partition(options: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    """Executor side: the Arrow batches of one input partition."""
+    r: OffsetRange = partition.range  # type: ignore[attr-defined]
+    schema = arrow_schema(options.include_headers)
+    pending: list = []
+    for chunk in read_range(
+        options.client,
+        r,
+        fail_on_data_loss=options.fail_on_data_loss,
+        poll_timeout_ms=options.poll_timeout_ms,
+    ):
+        pending.extend(chunk)
+        if len(pending) >= ARROW_BATCH_ROWS:
+            yield records_to_batch(pending, schema, options.include_headers)
+            pending = []
+    if pending:
+        yield records_to_batch(pending, schema, options.include_headers)
+
+
+def _resolve(view: ClusterView, which: str, partitions: list[TP]) -> Offsets:
+    o = view.options
+    spec = o.starting if which == "starting" else o.ending
+    option = {
+        "timestamp": f"{which}Timestamp",
+        "timestamps": f"{which}OffsetsByTimestamp",
+    }.get(spec.kind, f"{which}Offsets")
+    return resolve_offsets(
+        spec,
+        partitions,
+        view.earliest,
+        view.latest,
+        view.for_times,
+        option=option,
+        timestamp_strategy=o.timestamp_strategy,
+    )
+
+
+class EpochlogBatchReader(DataSourceReader):
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+
+    def partitions(self) -> list[InputPartition]:
+        view = ClusterView(self.options)
+        tps = view.partitions()
+        start = _resolve(view, "starting", tps)
+        end = _resolve(view, "ending", tps)
+        ranges = []
+        for tp in tps:
+            if start[tp] > end[tp]:
+                raise OptionError(
+                    "startingOffsets",
+                    f"{tp[0]}-{tp[1]}: starts at {start[tp]}, after its ending offset {end[tp]}",
+                )
+            ranges.append(OffsetRange(tp[0], tp[1], start[tp], end[tp]))
+        split = split_ranges(
+            ranges, self.options.min_partitions, self.options.max_records_per_partition
+        )
+        return [OffsetRangePartition(r) for r in split]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return read_partition(self.options, partition)
+
+
+class EpochlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self._initial: dict | None = None
+        self._first_batch_pending = False
+        self._available_now_end: Offsets | None = None
+        self._latest_seen: dict | None = None
+        self._gate = MinTriggerGate(
+            options.min_offsets_per_trigger, options.max_trigger_delay_ms, time.monotonic() * 1000
+        )
+        self._view: ClusterView | None = None
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_view"] = None  # clients stay in the process that made them
+        return state
+
+    @property
+    def view(self) -> ClusterView:
+        if self._view is None:
+            self._view = ClusterView(self.options)
+        return self._view
+
+    # ------------------------------------------------------------------ driver: offsets
+
+    def initialOffset(self) -> dict:
+        if self._initial is None:
+            tps = self.view.partitions()
+            self._initial = to_json(_resolve(self.view, "starting", tps))
+            self._first_batch_pending = True
+        return self._initial
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self.options.max_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        tps = self.view.partitions()
+        self._available_now_end = self.view.latest(tps)
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        if self._first_batch_pending and start == self._initial:
+            # A fresh run: batch 0 is empty and records the resolved start (module docstring).
+            self._first_batch_pending = False
+            return start
+        self._first_batch_pending = False
+        begin = from_json(start)
+        tps = self.view.partitions()
+        if self._available_now_end is not None:
+            tps = [tp for tp in tps if tp in self._available_now_end]
+        latest = self.view.latest(tps)
+        if self._available_now_end is not None:
+            latest = {tp: min(o, self._available_now_end[tp]) for tp, o in latest.items()}
+        self._check_data_loss(begin, latest)
+        new = [tp for tp in tps if tp not in begin]
+        origin = dict(begin)
+        origin.update(self.view.earliest(new))
+        latest = {tp: max(o, origin.get(tp, 0)) for tp, o in latest.items()}
+        self._latest_seen = to_json(latest)
+        if isinstance(limit, ReadMaxRows):
+            end = rate_limit(origin, latest, limit.max_rows)
+        else:
+            end = dict(latest)
+        available = sum(max(0, end[tp] - origin[tp]) for tp in end)
+        if self._available_now_end is None and not self._gate.admit(
+            available, time.monotonic() * 1000
+        ):
+            return start
+        if available == 0 and not new:
+            return start
+        merged = dict(begin)
+        merged.update(end)
+        return to_json(merged)
+
+    def _check_data_loss(self, begin: Offsets, latest: Offsets) -> None:
+        gone = [tp for tp in begin if tp not in latest]
+        behind = [tp for tp, o in latest.items() if tp in begin and o < begin[tp]]
+        if not gone and not behind:
+            return
+        message = []
+        if gone:
+            message.append("partitions no longer exist: " + ", ".join(f"{t}-{p}" for t, p in gone))
+        if behind:
+            message.append(
+                "the log ends before the last read offset in "
+                + ", ".join(f"{t}-{p} ({latest[(t, p)]} < {begin[(t, p)]})" for t, p in behind)
+            )
+        text = "; ".join(message)
+        if self.options.fail_on_data_loss:
+            raise DataLossError(text + ". Set failOnDataLoss=false to go on.")
+        log.warning("%s; going on (failOnDataLoss=false)", text)
+        for tp in behind:
+            begin[tp] = latest[tp]
+
+    def reportLatestOffset(self) -> dict | None:
+        return self._latest_seen
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        ranges = ranges_between(from_json(start), from_json(end))
+        split = split_ranges(
+            ranges, self.options.min_partitions, self.options.max_records_per_partition
+        )
+        return [OffsetRangePartition(r) for r in split]
+
+    def commit(self, end: dict) -> None:
+        pass  # offsets live in Spark's checkpoint; nothing is committed to the log
+
+    # ------------------------------------------------------------------ executors
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return read_partition(self.options, partition)

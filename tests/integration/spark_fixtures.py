@@ -1,0 +1,140 @@
+"""Shared fixtures and helpers for the Spark data source tests.
+
+`spark`: one local[2] SparkSession for the whole test run (starting one costs ~10 s), with
+format("epochlog") registered; it is never stopped between modules. Test modules import the
+fixtures they use (`from tests.integration.spark_fixtures import spark, spark_cluster`).
+`spark_cluster`: one LocalCluster (real ZooKeeper + one broker) per module, with retention
+checked every 500 ms so tests can make retention delete data.
+Python workers import this module (fault-injecting data sources live here), so the repository
+root is put on PYTHONPATH before the JVM starts.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from epochlog.client import Admin, Consumer, ConsumerRecord, Producer
+from epochlog.testing.cluster import LocalCluster
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+_names = itertools.count()
+
+
+def start_spark(master: str = "local[2]") -> object:
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    paths = [str(REPO_ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(":") if p]
+    os.environ["PYTHONPATH"] = ":".join(dict.fromkeys(paths))
+    from pyspark.sql import SparkSession
+
+    from epochlog.spark import register
+
+    session = (
+        SparkSession.builder.master(master)
+        .appName("epochlog-tests")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.streaming.minBatchesToRetain", "100")
+        .config("spark.driver.memory", "1g")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    register(session)
+    return session
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    session = start_spark()
+    yield session
+    session.stop()  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="module")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    cluster = LocalCluster(
+        tmp_path_factory.mktemp("spark-cluster"),
+        1,
+        broker_config={
+            "log.retention.check.interval.ms": 500,
+            "default.replication.factor": 1,
+        },
+        zk_session_timeout_ms=4000,
+    )
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+def unique_topic(prefix: str) -> str:
+    return f"{prefix}-{os.getpid()}-{next(_names)}"
+
+
+def create_topic(
+    bootstrap: str, name: str, partitions: int = 2, rf: int = 1, **configs: str
+) -> str:
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        admin.create_topic(name, partitions, rf, {k.replace("_", "."): v for k, v in configs.items()})
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            parts = admin.describe_topics([name])[name].partitions
+            if len(parts) == partitions and all(p.leader >= 0 for p in parts):
+                return name
+            time.sleep(0.1)
+    raise AssertionError(f"topic {name} has no leaders")
+
+
+def produce(
+    bootstrap: str,
+    topic: str,
+    values: list[bytes],
+    *,
+    partition: int | None = None,
+    keys: list[bytes] | None = None,
+    headers: list[tuple[str, bytes]] | None = None,
+    timestamp: int | None = None,
+) -> None:
+    with Producer({"bootstrap.servers": bootstrap, "linger.ms": 5}) as producer:
+        futures = [
+            producer.send(
+                topic,
+                v,
+                key=keys[i] if keys else None,
+                headers=headers,
+                partition=partition,
+                timestamp=timestamp,
+            )
+            for i, v in enumerate(values)
+        ]
+        producer.flush(60)
+        for f in futures:
+            f.result(0)
+
+
+def consume_all(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list[ConsumerRecord]:
+    """Every record in the topic now (up to the end offsets read at the start)."""
+    with Consumer({"bootstrap.servers": bootstrap, "auto.offset.reset": "earliest"}) as consumer:
+        with Admin({"bootstrap.servers": bootstrap}) as admin:
+            parts = admin.describe_topics([topic])[topic].partitions
+        tps = [(topic, p.partition) for p in parts]
+        ends = {(tp.topic, tp.partition): o for tp, o in consumer.end_offsets(tps).items()}
+        consumer.assign(tps)
+        consumer.seek_to_beginning(tps)
+        out: list[ConsumerRecord] = []
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if all(consumer.position(tp) >= ends[tp] for tp in tps):
+                break
+            out.extend(r for r in consumer.poll(0.5) if r.offset < ends[(r.topic, r.partition)])
+        else:
+            raise AssertionError(f"could not read all of {topic} in {timeout_s} s")
+        return out
