@@ -12,7 +12,7 @@ setup: $(STAMP) system-deps
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[dev,spark]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
