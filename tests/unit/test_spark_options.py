@@ -1,0 +1,289 @@
+"""The data source's option parsing and offset arithmetic, without Spark or a cluster."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from epochlog.client.fetch_decoder import ConsumerRecord
+from epochlog.spark.exactly_once import route
+from epochlog.spark.offsets import (
+    MinTriggerGate,
+    OffsetRange,
+    from_json,
+    ranges_between,
+    rate_limit,
+    resolve_offsets,
+    split_ranges,
+    to_json,
+)
+from epochlog.spark.options import (
+    EXACTLY_ONCE,
+    OffsetSpec,
+    OptionError,
+    parse_duration_ms,
+    parse_sink_options,
+    parse_source_options,
+)
+from epochlog.spark.rows import arrow_schema, batch_to_records, records_to_batch
+
+BOOT = {"bootstrap.servers": "localhost:9092"}
+
+
+def source(streaming: bool = True, **opts: str):
+    return parse_source_options(
+        {**BOOT, **{k.lower(): v for k, v in opts.items()}}, streaming=streaming
+    )
+
+
+# ------------------------------------------------------------------------------ source options
+
+
+def test_source_needs_exactly_one_of_subscribe_subscribe_pattern_assign() -> None:
+    with pytest.raises(OptionError, match="subscribe, subscribePattern or assign"):
+        source()
+    with pytest.raises(OptionError, match="given: subscribe, assign"):
+        source(subscribe="a", assign='{"a":[0]}')
+
+
+def test_bootstrap_servers_is_required_and_accepted_with_the_kafka_prefix() -> None:
+    with pytest.raises(OptionError, match="bootstrap.servers"):
+        parse_source_options({"subscribe": "a"}, streaming=True)
+    o = parse_source_options(
+        {"subscribe": "a", "kafka.bootstrap.servers": "h:1", "kafka.fetch.max.bytes": "1000"},
+        streaming=True,
+    )
+    assert o.client == {"bootstrap.servers": "h:1", "fetch.max.bytes": "1000"}
+
+
+def test_client_settings_are_checked_by_the_client_and_refused_ones_named() -> None:
+    with pytest.raises(OptionError, match="fetch.max.bytes"):
+        source(subscribe="a", **{"kafka.fetch.max.bytes": "lots"})
+    with pytest.raises(OptionError, match="kafka.nonsense.setting"):
+        source(subscribe="a", **{"kafka.nonsense.setting": "1"})
+    with pytest.raises(OptionError, match="kafka.group.id.*consumer group"):
+        source(subscribe="a", **{"kafka.group.id": "g"})
+
+
+def test_source_options_parse_like_sparks_kafka_source() -> None:
+    o = source(
+        subscribePattern="clicks-.*",
+        startingOffsets='{"clicks-1":{"0":23,"1":-2}}',
+        maxOffsetsPerTrigger="500",
+        minOffsetsPerTrigger="10",
+        maxTriggerDelay="30s",
+        minPartitions="4",
+        maxRecordsPerPartition="1000",
+        failOnDataLoss="false",
+        includeHeaders="true",
+    )
+    assert o.matches("clicks-1") and not o.matches("views-1")
+    assert o.starting == OffsetSpec("offsets", {("clicks-1", 0): 23, ("clicks-1", 1): -2})
+    assert (o.max_offsets_per_trigger, o.min_offsets_per_trigger) == (500, 10)
+    assert o.max_trigger_delay_ms == 30_000
+    assert (o.min_partitions, o.max_records_per_partition) == (4, 1000)
+    assert not o.fail_on_data_loss and o.include_headers
+
+
+def test_defaults_differ_between_batch_and_streaming_as_in_kafka() -> None:
+    assert source(subscribe="a").starting.kind == "latest"
+    assert source(streaming=False, subscribe="a").starting.kind == "earliest"
+    with pytest.raises(OptionError, match="startingOffsets.*batch"):
+        source(streaming=False, subscribe="a", startingOffsets="latest")
+    with pytest.raises(OptionError, match="endingOffsets.*batch queries only"):
+        source(subscribe="a", endingOffsets="latest")
+    with pytest.raises(OptionError, match="endingOffsets.*-2"):
+        source(streaming=False, subscribe="a", endingOffsets='{"a":{"0":-2}}')
+
+
+def test_starting_timestamp_takes_precedence() -> None:
+    o = source(subscribe="a", startingTimestamp="1000", startingOffsets="earliest")
+    assert o.starting == OffsetSpec("timestamp", timestamp=1000)
+    with pytest.raises(OptionError, match="startingTimestamp"):
+        source(subscribe="a", startingTimestamp="yesterday")
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("assign", "[1,2]"),
+        ("assign", '{"a":["x"]}'),
+        ("startingOffsets", "{not json"),
+        ("maxOffsetsPerTrigger", "0"),
+        ("minPartitions", "-1"),
+        ("failOnDataLoss", "maybe"),
+        ("maxTriggerDelay", "soon"),
+        ("subscribePattern", "(unclosed"),
+    ],
+)
+def test_bad_values_name_their_option(option: str, value: str) -> None:
+    opts = {"subscribe": "a"} if option not in ("assign", "subscribePattern") else {}
+    with pytest.raises(OptionError, match=option):
+        source(**opts, **{option: value})
+
+
+def test_durations() -> None:
+    assert parse_duration_ms("x", "15m") == 900_000
+    assert parse_duration_ms("x", "250ms") == 250
+    assert parse_duration_ms("x", "2h") == 7_200_000
+    assert parse_duration_ms("x", "40") == 40
+
+
+# ------------------------------------------------------------------------------ sink options
+
+
+def test_sink_requires_a_value_column_and_a_topic() -> None:
+    with pytest.raises(OptionError, match="'value' is required"):
+        parse_sink_options({**BOOT, "topic": "t"}, {"key": "binary"}, streaming=False)
+    with pytest.raises(OptionError, match="no 'topic' column and no topic option"):
+        parse_sink_options(BOOT, {"value": "binary"}, streaming=False)
+    with pytest.raises(OptionError, match="partition.*int"):
+        parse_sink_options(
+            {**BOOT, "topic": "t"}, {"value": "binary", "partition": "string"}, streaming=False
+        )
+    with pytest.raises(OptionError, match="value.*string or binary"):
+        parse_sink_options({**BOOT, "topic": "t"}, {"value": "int"}, streaming=False)
+    o = parse_sink_options(BOOT, {"value": "string", "topic": "string"}, streaming=False)
+    assert o.topic is None
+
+
+def test_exactly_once_is_for_streaming_and_stages_under_the_checkpoint() -> None:
+    with pytest.raises(OptionError, match="deliveryGuarantee.*streaming"):
+        parse_sink_options(
+            {**BOOT, "topic": "t", "deliveryguarantee": EXACTLY_ONCE},
+            {"value": "binary"},
+            streaming=False,
+        )
+    o = parse_sink_options(
+        {
+            **BOOT,
+            "topic": "t",
+            "deliveryguarantee": EXACTLY_ONCE,
+            "checkpointlocation": "file:/tmp/ck/",
+        },
+        {"value": "binary"},
+        streaming=True,
+    )
+    assert o.staging_location == "/tmp/ck/epochlog-sink"
+
+
+# ------------------------------------------------------------------------------ offsets
+
+
+def test_offsets_json_round_trip_uses_string_partition_keys() -> None:
+    offsets = {("a", 0): 5, ("a", 1): 7, ("b", 0): 0}
+    data = to_json(offsets)
+    assert data == {"a": {"0": 5, "1": 7}, "b": {"0": 0}}
+    assert from_json(data) == offsets
+
+
+def test_rate_limit_splits_the_budget_by_backlog() -> None:
+    start = {("t", 0): 0, ("t", 1): 100}
+    latest = {("t", 0): 1000, ("t", 1): 200}
+    end = rate_limit(start, latest, 110)
+    assert end == {("t", 0): 100, ("t", 1): 110}
+    assert rate_limit(start, latest, 5000) == latest
+    # a share below one record is rounded up, so small partitions still move
+    assert (
+        rate_limit({("t", 0): 0, ("t", 1): 0}, {("t", 0): 10_000, ("t", 1): 1}, 100)[("t", 1)] == 1
+    )
+
+
+def test_split_ranges_honours_max_records_and_min_partitions() -> None:
+    ranges = [OffsetRange("t", 0, 0, 100), OffsetRange("t", 1, 10, 10)]
+    assert split_ranges(ranges) == [OffsetRange("t", 0, 0, 100)]
+    pieces = split_ranges(ranges, max_records=30)
+    assert [(r.start, r.end) for r in pieces] == [(0, 25), (25, 50), (50, 75), (75, 100)]
+    pieces = split_ranges([OffsetRange("t", 0, 0, 90), OffsetRange("t", 1, 0, 10)], 10)
+    assert sum(r.size for r in pieces) == 100 and len(pieces) == 10
+    covered = sorted((r.partition, r.start, r.end) for r in pieces)
+    assert covered[0] == (0, 0, 10) and covered[-1] == (1, 0, 10)
+
+
+def test_ranges_between_skip_replayed_empty_batches_and_start_new_partitions_early() -> None:
+    start = {("t", 0): 50, ("t", 1): 10}
+    end = {("t", 0): 40, ("t", 1): 20, ("t", 2): 5}
+    assert ranges_between(start, end) == [
+        OffsetRange("t", 1, 10, 20),
+        OffsetRange("t", 2, -2, 5),
+    ]
+
+
+def _lookups(earliest: dict, latest: dict, times: dict):
+    return (
+        lambda tps: {tp: earliest[tp] for tp in tps},
+        lambda tps: {tp: latest[tp] for tp in tps},
+        lambda stamps: {tp: times.get((tp, ts)) for tp, ts in stamps.items()},
+    )
+
+
+def test_resolve_offsets_for_every_kind_of_spec() -> None:
+    tps = [("t", 0), ("t", 1)]
+    early, late, times = _lookups(
+        {("t", 0): 3, ("t", 1): 0}, {("t", 0): 90, ("t", 1): 80}, {(("t", 0), 500): 40}
+    )
+
+    def resolve(spec: OffsetSpec, strategy: str = "error") -> dict:
+        return resolve_offsets(
+            spec, tps, early, late, times, option="startingX", timestamp_strategy=strategy
+        )
+
+    assert resolve(OffsetSpec("earliest")) == {("t", 0): 3, ("t", 1): 0}
+    assert resolve(OffsetSpec("latest")) == {("t", 0): 90, ("t", 1): 80}
+    assert resolve(OffsetSpec("offsets", {("t", 0): -2, ("t", 1): 7})) == {("t", 0): 3, ("t", 1): 7}
+    with pytest.raises(OptionError, match="gives no offset for t-1"):
+        resolve(OffsetSpec("offsets", {("t", 0): 5}))
+    with pytest.raises(OptionError, match="t-9"):
+        resolve(OffsetSpec("offsets", {("t", 0): 5, ("t", 1): 5, ("t", 9): 1}))
+    with pytest.raises(OptionError, match="no record at or after the timestamp in t-1"):
+        resolve(OffsetSpec("timestamp", timestamp=500))
+    assert resolve(OffsetSpec("timestamp", timestamp=500), "latest") == {("t", 0): 40, ("t", 1): 80}
+
+
+def test_min_trigger_gate_waits_for_enough_records_or_the_delay() -> None:
+    gate = MinTriggerGate(100, 1000, now_ms=0)
+    assert not gate.admit(50, now_ms=10)
+    assert gate.admit(100, now_ms=20)
+    assert not gate.admit(10, now_ms=500)
+    assert gate.admit(10, now_ms=1020)
+    assert not gate.admit(0, now_ms=5000)
+    assert MinTriggerGate(None, 0, 0).admit(1, 0)
+
+
+# ------------------------------------------------------------------------------ rows
+
+
+def test_records_become_an_arrow_batch_with_sparks_types() -> None:
+    records = [
+        ConsumerRecord("t", 1, 7, 1_700_000_000_123, b"k", b"v", [("h", b"x")], 0),
+        ConsumerRecord("t", 1, 8, 1_700_000_000_124, None, None, [], 1),
+    ]
+    batch = records_to_batch(records, arrow_schema(True), True)
+    assert batch.schema == arrow_schema(True)
+    rows = batch.to_pylist()
+    assert rows[0]["offset"] == 7 and rows[0]["partition"] == 1
+    assert rows[0]["timestamp"].timestamp() == pytest.approx(1_700_000_000.123)
+    assert rows[0]["headers"] == [{"key": "h", "value": b"x"}]
+    assert rows[1]["key"] is None and rows[1]["timestampType"] == 1
+
+
+def test_sink_rows_take_the_topic_option_over_the_column() -> None:
+    batch = pa.RecordBatch.from_pydict(
+        {"value": ["a", "b"], "topic": ["x", "y"], "partition": pa.array([None, 2], pa.int32())}
+    )
+    assert list(batch_to_records(batch, None)) == [
+        ("x", b"a", None, [], None),
+        ("y", b"b", None, [], 2),
+    ]
+    assert [r[0] for r in batch_to_records(batch, "z")] == ["z", "z"]
+
+
+def test_exactly_once_routing_depends_only_on_content_and_position() -> None:
+    records = [("t", b"v%d" % i, None, [], None) for i in range(5)]
+    records.append(("t", b"k", b"key", [], None))
+    records.append(("t", b"p", None, [], 2))
+    routed = route(records, {"t": 3})
+    assert routed == route(list(records), {"t": 3})
+    assert [r[1] for r in routed[("t", 0)]][:2] == [b"v0", b"v3"]
+    assert b"p" in [r[1] for r in routed[("t", 2)]]
+    assert sum(len(v) for v in routed.values()) == 7
