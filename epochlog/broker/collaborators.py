@@ -15,6 +15,8 @@ The data plane knows nothing about ZooKeeper. The process wiring (`broker/main.p
 - `TopicAutoCreator`: writes a topic znode when Metadata asks for an unknown topic and
   auto-creation is on; the controller then creates the partitions and tells the brokers.
 - `ProducerIdSource`: producer ids for InitProducerId (ZooKeeper-backed blocks in production).
+- `ControllerPins`: KIP-39's pin, read and changed for PinController requests (ZooKeeper-backed;
+  a broker without one answers PinController with an error).
 
 `NoController` and `LocalProducerIdSource` are the stand-ins for running without ZooKeeper.
 """
@@ -27,6 +29,7 @@ from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from epochlog.protocol.errors import ErrorCode
+from epochlog.protocol.messages.pin_controller import PinStatus
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +97,20 @@ class ProducerIdSource(Protocol):
     """Unique producer ids across the cluster and across restarts."""
 
     async def next_producer_id(self) -> int: ...
+
+
+@runtime_checkable
+class ControllerPins(Protocol):
+    """KIP-39's controller pin. Each call returns the state after it; raise CollaboratorError
+    to answer a specific error (BROKER_NOT_AVAILABLE for a broker that is not registered)."""
+
+    async def describe(self) -> PinStatus: ...
+
+    async def pin(self, broker_id: int | None, allow_absent: bool) -> PinStatus:
+        """Pin `broker_id`; None: the live broker leading the fewest partitions."""
+        ...
+
+    async def unpin(self) -> PinStatus: ...
 
 
 class NoController:

@@ -3,11 +3,11 @@
 Startup, in order: connect to ZooKeeper, make sure the top-level paths and the cluster id exist,
 start the data plane (logs recovered, listening), register `/brokers/ids/<id>` (KIP-380: the
 czxid is the broker epoch; every re-registration after a lost session feeds the new epoch to the
-data plane), then join the controller election. A SIGTERM runs Kafka's controlled shutdown:
-ask the controller (over the wire, with this broker's current epoch) to move leadership away,
-retrying with `controlled.shutdown.retry.backoff.ms` up to `controlled.shutdown.max.retries`,
-then stop serving, checkpoint and close cleanly. SIGKILL is a crash: the logs recover on the
-next start.
+data plane), then join the controller election (with KIP-39's pin: see `controller.elector`).
+A SIGTERM runs Kafka's controlled shutdown: ask the controller (over the wire, with this
+broker's current epoch) to move leadership away, retrying with
+`controlled.shutdown.retry.backoff.ms` up to `controlled.shutdown.max.retries`, then stop
+serving, checkpoint and close cleanly. SIGKILL is a crash: the logs recover on the next start.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from epochlog.broker.eventloop import run
 from epochlog.client.connection import BrokerConnection
 from epochlog.client.errors import ConnectionFailedError, RequestTimedOutError
 from epochlog.controller.assignment import AssignmentError, assign_replicas
-from epochlog.controller.elector import ControllerElector, ControllerGateway
+from epochlog.controller.elector import ControllerElector, ControllerGateway, ZkControllerPins
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import ApiKey
 from epochlog.protocol.errors import ErrorCode
@@ -136,6 +136,7 @@ class BrokerProcess:
             producer_ids=ZkProducerIdSource(zk, self.broker_id),
             epoch_holder=epoch_holder,
         )
+        broker.services.controller_pins = ZkControllerPins(zk)  # KIP-39: any broker pins
         await broker.start()
         registration = BrokerRegistration(
             self.broker_id,

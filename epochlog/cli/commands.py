@@ -25,6 +25,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         "broker": cmd_broker,
         "topics": cmd_topics,
         "leaders": cmd_leaders,
+        "controller": cmd_controller,
         "produce": cmd_produce,
         "consume": cmd_consume,
         "demo": cmd_demo,
@@ -102,10 +103,12 @@ def _zookeeper_of(args: argparse.Namespace) -> str:
 def read_status(zookeeper: str) -> dict[str, Any]:
     """Controller, brokers (endpoints, epochs) and partitions, read from ZooKeeper."""
     from epochlog.zk import controller_zk as zkc
+    from epochlog.zk.pinning import read_pin_status
     from epochlog.zk.session import close_client, connect
 
     client = connect(zookeeper, session_timeout_ms=6000)
     try:
+        pin = read_pin_status(client)
         brokers = zkc.read_brokers(client)
         controller = zkc.read_controller(client)
         epoch = zkc.read_controller_epoch(client)
@@ -134,6 +137,8 @@ def read_status(zookeeper: str) -> dict[str, Any]:
     return {
         "controller": controller,
         "controller_epoch": epoch[0] if epoch else None,
+        "pinned_controller": pin.pinned,
+        "pin": pin.summary(),
         "brokers": [
             {
                 "id": broker_id,
@@ -155,7 +160,7 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
         return 0
     console.print(
         f"controller: broker [bold]{status['controller']}[/] "
-        f"(controller epoch {status['controller_epoch']})"
+        f"(controller epoch {status['controller_epoch']}), {status['pin']}"
     )
     brokers = Table(title="brokers")
     for column in ("id", "endpoints", "rack", "broker epoch (czxid)"):
@@ -212,6 +217,12 @@ def cmd_broker(args: argparse.Namespace, console: Console) -> int:
         f"broker {args.id}: {args.broker_command} done in {time.monotonic() - started:.1f} s"
     )
     return 0
+
+
+def cmd_controller(args: argparse.Namespace, console: Console) -> int:
+    from epochlog.cli.controller_cmd import run as controller
+
+    return controller(args, console)
 
 
 def cmd_leaders(args: argparse.Namespace, console: Console) -> int:

@@ -14,6 +14,8 @@ import sys
 from rich.console import Console
 from rich.logging import RichHandler
 
+from epochlog.cli import controller_cmd
+
 DEFAULT_DIR = ".epochlog"
 
 
@@ -105,6 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
     from epochlog.cli.proxy_cmd import add_proxy_parser
 
     add_proxy_parser(sub)
+
+    controller_cmd.add_parser(sub, _add_bootstrap)
 
     demo = sub.add_parser("demo", help="run the demo and print a summary")
     demo.add_argument("--storage", action="store_true", help="the storage crash-recovery demo")

@@ -6,7 +6,9 @@ a request that cannot reach the controller, is retried after a metadata refresh 
 operation's timeout (`default.api.timeout.ms` unless given), so a controller move is invisible to
 the caller. Listing and describing topics read a fresh Metadata response. `describe_cluster`
 sends DescribeCluster to the least loaded broker and falls back to Metadata for brokers that do
-not serve it (as librdkafka and kafka-python do).
+not serve it (as librdkafka and kafka-python do). `pin_controller`, `unpin_controller` and
+`describe_controller_pin` send epochlog's PinController (KIP-39) to any broker and return the
+`PinStatus` it reports after the change.
 
 The `*_topics` calls return a result per topic (`None` on success, else the `KafkaError`); the
 single-topic forms raise instead.
@@ -27,6 +29,7 @@ from epochlog.client.network import NetworkClient
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import ApiKey
 from epochlog.protocol.errors import ErrorCode
+from epochlog.protocol.messages.pin_controller import PinOperation, PinStatus
 
 _ZERO_UUID = uuid.UUID(int=0)
 
@@ -307,6 +310,78 @@ class AsyncAdmin:
                 key=lambda b: b.node_id,
             )
             return ClusterDescription(response.cluster_id, response.controller_id, brokers)
+
+
+    # ---------------------------------------------------------------- controller pin (KIP-39)
+
+    async def pin_controller(
+        self,
+        broker_id: int | None = None,
+        *,
+        auto: bool = False,
+        allow_absent: bool = False,
+        timeout: float | None = None,
+    ) -> PinStatus:
+        """Pin the controller to `broker_id`, or with `auto` to the live broker leading the
+        fewest partitions. A broker that is not registered is refused (BROKER_NOT_AVAILABLE)
+        unless `allow_absent`. Returns the state right after the pin: usually PENDING until
+        the controller has moved."""
+        if (broker_id is None) == (not auto):
+            raise ValueError("pin_controller needs a broker id or auto=True (one of the two)")
+        if broker_id is not None and broker_id < 0:
+            raise ValueError(f"pin_controller: broker id must be >= 0, got {broker_id}")
+        request = m.PinControllerRequest(
+            operation=PinOperation.PIN,
+            broker_id=-1 if broker_id is None else broker_id,
+            auto=auto,
+            allow_absent=allow_absent,
+        )
+        return await self._pin_request(request, timeout)
+
+    async def unpin_controller(self, *, timeout: float | None = None) -> PinStatus:
+        """Remove the pin (nothing happens when there is none); the controller stays put."""
+        return await self._pin_request(
+            m.PinControllerRequest(operation=PinOperation.UNPIN), timeout
+        )
+
+    async def describe_controller_pin(self, *, timeout: float | None = None) -> PinStatus:
+        return await self._pin_request(
+            m.PinControllerRequest(operation=PinOperation.DESCRIBE), timeout
+        )
+
+    async def _pin_request(self, request: Any, timeout: float | None) -> PinStatus:
+        await self.start()
+        deadline = self._net.now_ms() + self._timeout_ms(timeout)
+        while True:
+            try:
+                conn = await self._net.least_loaded_connection(
+                    max(deadline - self._net.now_ms(), 0)
+                )
+                if not conn.supports(ApiKey.PIN_CONTROLLER):
+                    raise KafkaError(
+                        ErrorCode.UNSUPPORTED_VERSION,
+                        "PinController",
+                        f"broker {conn.node_id} does not serve epochlog's PinController (KIP-39)",
+                    )
+                response = await conn.send(request, api_key=ApiKey.PIN_CONTROLLER)
+            except KafkaError:
+                raise
+            except ClientError as exc:
+                if self._net.now_ms() >= deadline:
+                    raise KafkaError(
+                        ErrorCode.REQUEST_TIMED_OUT, "PinController", str(exc)
+                    ) from exc
+                await asyncio.sleep(self._retry_backoff_ms / 1000)
+                continue
+            code = ErrorCode.of(response.error_code)
+            if code is not ErrorCode.NONE:
+                raise KafkaError(code, "PinController", response.error_message)
+            return PinStatus(
+                controller=None if response.controller_id < 0 else response.controller_id,
+                pinned=None if response.pinned_broker_id < 0 else response.pinned_broker_id,
+                ready=None if response.ready_broker_id < 0 else response.ready_broker_id,
+                pinned_registered=response.pinned_broker_registered,
+            )
 
 
 def _creatable(topic: NewTopic) -> Any:

@@ -35,6 +35,7 @@ from epochlog.client.producer import (
     normalize_headers,
     to_bytes,
 )
+from epochlog.protocol.messages.pin_controller import PinStatus
 
 T = TypeVar("T")
 
@@ -373,6 +374,26 @@ class Admin:
 
     def describe_cluster(self, *, timeout: float | None = None) -> ClusterDescription:
         return self._thread.run(self._admin.describe_cluster(timeout=timeout))
+
+    def pin_controller(
+        self,
+        broker_id: int | None = None,
+        *,
+        auto: bool = False,
+        allow_absent: bool = False,
+        timeout: float | None = None,
+    ) -> PinStatus:
+        return self._thread.run(
+            self._admin.pin_controller(
+                broker_id, auto=auto, allow_absent=allow_absent, timeout=timeout
+            )
+        )
+
+    def unpin_controller(self, *, timeout: float | None = None) -> PinStatus:
+        return self._thread.run(self._admin.unpin_controller(timeout=timeout))
+
+    def describe_controller_pin(self, *, timeout: float | None = None) -> PinStatus:
+        return self._thread.run(self._admin.describe_controller_pin(timeout=timeout))
 
     def close(self) -> None:
         if self._thread.loop.is_closed():

@@ -27,6 +27,7 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from epochlog.aio import wait_for
 from epochlog.broker.config import BrokerConfig
 from epochlog.controller.broker_change import classify_brokers
 from epochlog.controller.channel import ControllerChannel
@@ -148,6 +149,18 @@ class Controller(ControllerRequests):
                 await self._task
             self._task = None
         await self.channel.close()
+
+    async def stop_after_current_event(self, timeout_s: float) -> None:
+        """Stop, letting the event in progress finish first (up to `timeout_s`), so that a
+        controller stepping down (KIP-39's resignation, a broker's shutdown) leaves none half
+        done. The caller then deletes /controller (`FencedWriter.resign`)."""
+
+        async def stop_taking_events() -> None:
+            self._active = False
+
+        with contextlib.suppress(TimeoutError, ControllerMovedError):
+            await wait_for(self._enqueue_and_wait(stop_taking_events), timeout_s)
+        await self.stop()
 
     def _enqueue(self, event: Event) -> None:
         if self._active:

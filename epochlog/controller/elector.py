@@ -1,32 +1,55 @@
-"""Controller election for one broker, and the gateway the broker's handlers call.
+"""Controller election for one broker, KIP-39's pin, and the gateways the broker's handlers call.
 
-`ControllerElector` watches `/controller`. When the node is absent it runs `try_elect`; when it
-wins it starts a `Controller`; when the node names another broker, or the session that owned it
-is lost, it stops its controller (a controller must never outlive its ephemeral node). A deposed
-controller notices through its first fenced write and resigns the same way. Decisions about
-*whether* to join an election live in one place, `may_join`, which KIP-39 pinning extends.
+`ControllerElector` watches three znodes: `/controller`, `/admin/next_controller` (the pin) and
+`/admin/ready_to_serve_as_controller` (the ready node). Every change only records what it saw
+and asks for a reconciliation; one task at a time then runs `pinning.elector_steps` on the
+current view and does the steps: the pinned broker announces itself ready (and withdraws when
+the pin moves or goes); a controller resigns cleanly when another broker is ready (it finishes
+its current event, stops, then deletes /controller with a fenced write); a broker joins an
+election only when /controller is absent and the ready node is absent or its own, and the
+election multi itself checks that (`pinning.try_elect_when_allowed`), so a broker whose view of
+the ready node lags cannot win against the pin. Steps are level-triggered: a failed one (a
+ZooKeeper disconnection) is retried after a short backoff from the then-current view.
+
+A controller never outlives its ephemeral node: when /controller names another broker, or the
+session that owned it is lost, this broker stops its controller; a deposed controller notices
+through its first fenced write and stops the same way. On shutdown the broker withdraws its
+ready node and resigns, so the next controller is elected at once rather than when the session
+closes.
 
 `ControllerGateway` is what `Broker` calls for CreateTopics, DeleteTopics, ControlledShutdown
 and AlterPartition: it answers them with this process's controller while it is active.
+`ZkControllerPins` answers PinController (describe, pin, unpin) through ZooKeeper; any broker can.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
 
+from epochlog.broker.collaborators import CollaboratorError
 from epochlog.broker.config import BrokerConfig
 from epochlog.controller.controller import Controller
 from epochlog.protocol import messages as m
 from epochlog.protocol.errors import ErrorCode
+from epochlog.protocol.messages.pin_controller import PinStatus
 from epochlog.zk import controller_zk as zkc
-from epochlog.zk.session import WatchHandle, add_state_listener_on_loop
-from epochlog.zk.watches import watch_controller
+from epochlog.zk import pinning
+from epochlog.zk.pinning import ElectorStep, ElectorView
+from epochlog.zk.session import WatchHandle, add_state_listener_on_loop, run_blocking
+from epochlog.zk.watches import watch_controller, watch_next_controller, watch_ready_to_serve
+from epochlog.zk.znodes import BROKER_IDS_PATH
 
 log = logging.getLogger(__name__)
+
+# How long a resigning controller lets its current event run before it stops anyway.
+RESIGN_DRAIN_TIMEOUT_S = 5.0
+# Backoff before retrying steps that failed (ZooKeeper unreachable for a moment).
+RETRY_BACKOFF_S = 0.5
 
 
 class ControllerElector:
@@ -35,10 +58,17 @@ class ControllerElector:
         self.zk = zk
         self.config = config
         self.controller: Controller | None = None
-        self._watch: WatchHandle | None = None
+        # what the watches last delivered (None: the znode is absent)
+        self.controller_id: int | None = None
+        self.pinned: int | None = None
+        self.ready: int | None = None
+        self.holding_ready = False  # the ready node is this session's
+        self._watches: list[WatchHandle] = []
         self._lock = asyncio.Lock()
         self._stopped = False
         self._listener: Any = None
+        self._dirty = False
+        self._runner: asyncio.Task[None] | None = None
 
     @property
     def active_controller(self) -> Controller | None:
@@ -48,39 +78,126 @@ class ControllerElector:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._listener = add_state_listener_on_loop(self.zk, loop, self._on_session_state)
-        self._watch = watch_controller(
-            self.zk, loop, lambda cid: loop.create_task(self._on_controller(cid))
-        )
+        # The pin's watches first: the first election already knows the ready node.
+        for watch, callback in (
+            (watch_next_controller, self._on_pinned),
+            (watch_ready_to_serve, self._on_ready),
+            (watch_controller, self._on_controller),
+        ):
+            self._watches.append(await run_blocking(watch, self.zk, loop, callback))
 
     def may_join(self) -> bool:
-        """Whether this broker takes part in elections (KIP-39 narrows this)."""
-        return not self._stopped
+        """Whether this broker takes part in elections now (KIP-39: not while another broker
+        is ready to serve as controller)."""
+        return not self._stopped and pinning.may_join_election(self.ready, self.broker_id)
 
-    async def _on_controller(self, controller_id: int | None) -> None:
-        async with self._lock:
+    def view(self) -> ElectorView:
+        return ElectorView(
+            broker_id=self.broker_id,
+            controller=self.controller_id,
+            acting=self.active_controller is not None,
+            pinned=self.pinned,
+            ready=self.ready,
+            holding_ready=self.holding_ready,
+        )
+
+    # ------------------------------------------------------------------------- watches
+
+    def _on_controller(self, controller_id: int | None) -> None:
+        self.controller_id = controller_id
+        self._reconcile_soon()
+
+    def _on_pinned(self, pinned: int | None) -> None:
+        self.pinned = pinned
+        self._reconcile_soon()
+
+    def _on_ready(self, ready: int | None) -> None:
+        self.ready = ready
+        if ready != self.broker_id:
+            self.holding_ready = False
+        self._reconcile_soon()
+
+    def _on_session_state(self, state: KazooState) -> None:
+        if state == KazooState.LOST:
+            # The ephemerals (/controller, the ready node) went with the session: stop at once.
+            self.holding_ready = False
+            asyncio.get_running_loop().create_task(self._resigned())
+        elif state == KazooState.CONNECTED:
+            self._reconcile_soon()
+
+    # ------------------------------------------------------------------------- reconciling
+
+    def _reconcile_soon(self) -> None:
+        if self._stopped:
+            return
+        self._dirty = True
+        if self._runner is None or self._runner.done():
+            self._runner = asyncio.get_running_loop().create_task(
+                self._reconcile_while_dirty(), name=f"elector {self.broker_id}"
+            )
+
+    async def _reconcile_while_dirty(self) -> None:
+        while self._dirty and not self._stopped:
+            self._dirty = False
+            try:
+                async with self._lock:
+                    await self._reconcile()
+            except Exception:
+                log.exception("broker %d: election step failed; retrying", self.broker_id)
+                self._dirty = True
+                await asyncio.sleep(RETRY_BACKOFF_S)
+
+    async def _reconcile(self) -> None:
+        for step in pinning.elector_steps(self.view()):
             if self._stopped:
                 return
-            if controller_id is not None and controller_id != self.broker_id:
-                await self._stop_controller("another broker is the controller")
-                return
-            if controller_id == self.broker_id and self.active_controller is not None:
-                return
-            if controller_id is None:
-                await self._stop_controller("the controller node is gone")
-                if not self.may_join():
-                    return
-            result = await asyncio.to_thread(zkc.try_elect, self.zk, self.broker_id)
-            if result is None:
-                return
-            controller = Controller(
-                self.broker_id, self.zk, result, self.config, on_resign=self._on_resign
-            )
-            self.controller = controller
-            try:
-                await controller.start()
-            except Exception:
-                log.exception("controller startup failed; resigning")
-                await self._stop_controller("startup failed")
+            if step is ElectorStep.ANNOUNCE_READY:
+                self.holding_ready = await run_blocking(
+                    pinning.announce_ready_to_serve, self.zk, self.broker_id
+                )
+                if self.holding_ready:
+                    log.info("broker %d is ready to serve as the pinned controller", self.broker_id)
+            elif step is ElectorStep.WITHDRAW_READY:
+                await run_blocking(pinning.withdraw_ready_to_serve, self.zk)
+                self.holding_ready = False
+                log.info("broker %d withdrew its ready-to-serve node", self.broker_id)
+            elif step is ElectorStep.STOP_CONTROLLER:
+                await self._stop_controller(f"the controller node names {self.controller_id}")
+            elif step is ElectorStep.RESIGN:
+                await self._resign(f"broker {self.ready} is ready to serve as controller")
+            elif step is ElectorStep.ELECT:
+                await self._elect()
+
+    async def _elect(self) -> None:
+        result = await run_blocking(pinning.try_elect_when_allowed, self.zk, self.broker_id)
+        if result is None:
+            return
+        ready = await run_blocking(pinning.read_ready_to_serve, self.zk)
+        if pinning.should_resign(ready, self.broker_id) and self.pinned != self.broker_id:
+            # a node of ours adopted while another broker is ready: hand it over unused
+            log.info("broker %d resigns at once: broker %s is ready", self.broker_id, ready)
+            await run_blocking(zkc.FencedWriter.for_election(self.zk, result).resign)
+            return
+        controller = Controller(
+            self.broker_id, self.zk, result, self.config, on_resign=self._on_resign
+        )
+        self.controller = controller
+        try:
+            await controller.start()
+        except Exception:
+            log.exception("controller startup failed; resigning")
+            await self._resign("startup failed")
+
+    async def _resign(self, reason: str) -> None:
+        """Step down cleanly: finish the current event, stop, then delete /controller (fenced,
+        so a controller already deposed deletes nothing) for the next election to start."""
+        controller, self.controller = self.controller, None
+        if controller is None:
+            return
+        await controller.stop_after_current_event(RESIGN_DRAIN_TIMEOUT_S)
+        log.info("broker %d stops being the controller: %s", self.broker_id, reason)
+        with contextlib.suppress(zkc.ControllerMovedError):
+            await run_blocking(controller.writer.resign)
 
     def _on_resign(self) -> None:
         asyncio.get_running_loop().create_task(self._resigned())
@@ -89,25 +206,36 @@ class ControllerElector:
         async with self._lock:
             await self._stop_controller("deposed")
 
-    def _on_session_state(self, state: KazooState) -> None:
-        if state == KazooState.LOST:
-            # The ephemeral /controller went with the session: stop acting at once.
-            asyncio.get_running_loop().create_task(self._resigned())
-
     async def _stop_controller(self, reason: str) -> None:
         controller, self.controller = self.controller, None
         if controller is not None:
-            log.info("broker %d stops being the controller: %s", self.broker_id, reason)
             await controller.stop()
+            log.info("broker %d stops being the controller: %s", self.broker_id, reason)
 
     async def stop(self) -> None:
+        """Leave: withdraw the ready node, resign, stop watching."""
         self._stopped = True
-        if self._watch is not None:
-            self._watch.cancel()
+        for handle in self._watches:
+            handle.cancel()
         if self._listener is not None:
             self.zk.remove_listener(self._listener)
         async with self._lock:
+            if self.holding_ready:
+                try:
+                    await run_blocking(pinning.withdraw_ready_to_serve, self.zk)
+                except Exception as exc:  # the session closing takes it with it anyway
+                    log.warning("could not withdraw the ready-to-serve node: %s", exc)
+                self.holding_ready = False
+            if self.active_controller is not None:
+                try:
+                    await self._resign("broker shutting down")
+                except Exception as exc:  # the session closing deletes /controller anyway
+                    log.warning("could not resign cleanly: %s", exc)
             await self._stop_controller("broker shutting down")
+        if self._runner is not None:
+            self._runner.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._runner
 
 
 class ControllerGateway:
@@ -155,3 +283,47 @@ class ControllerGateway:
 
     async def alter_partition(self, request: Any, version: int) -> Any:
         return await self._controller().alter_partition(request, version)
+
+
+class ZkControllerPins:
+    """PinController (KIP-39) through this broker's ZooKeeper session: any broker answers it.
+
+    Each call returns the state after it. Refusals raise `CollaboratorError` with the Kafka error
+    to answer (BROKER_NOT_AVAILABLE for a broker that is not registered, unless allowed)."""
+
+    def __init__(self, zk: KazooClient) -> None:
+        self.zk = zk
+
+    async def describe(self) -> PinStatus:
+        return await run_blocking(pinning.read_pin_status, self.zk)
+
+    async def pin(self, broker_id: int | None, allow_absent: bool) -> PinStatus:
+        """Pin `broker_id`, or with None the live broker leading the fewest partitions."""
+
+        def pin() -> PinStatus:
+            target = broker_id
+            if target is None:
+                target = pinning.auto_pin_target(self.zk)
+                if target is None:
+                    raise CollaboratorError(
+                        ErrorCode.BROKER_NOT_AVAILABLE, "no broker is registered to pin"
+                    )
+            elif not allow_absent and self.zk.exists(f"{BROKER_IDS_PATH}/{target}") is None:
+                raise CollaboratorError(
+                    ErrorCode.BROKER_NOT_AVAILABLE,
+                    f"broker {target} is not registered; to pin it anyway until it starts, "
+                    "allow an absent broker (--allow-absent)",
+                )
+            pinning.pin_controller(self.zk, target)
+            log.info("controller pinned to broker %d", target)
+            return pinning.read_pin_status(self.zk)
+
+        return await run_blocking(pin)
+
+    async def unpin(self) -> PinStatus:
+        def unpin() -> PinStatus:
+            if pinning.unpin_controller(self.zk):
+                log.info("controller unpinned")
+            return pinning.read_pin_status(self.zk)
+
+        return await run_blocking(unpin)

@@ -36,6 +36,7 @@ class ApiKey(enum.IntEnum):
     OFFSET_FOR_LEADER_EPOCH = 23
     ALTER_PARTITION = 56
     DESCRIBE_CLUSTER = 60
+    PIN_CONTROLLER = m.pin_controller.API_KEY  # KIP-39, a vendor key Kafka does not use
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,7 @@ APIS: dict[int, Api] = {
         ),
         _api(ApiKey.ALTER_PARTITION, m.AlterPartitionRequest, m.AlterPartitionResponse),
         _api(ApiKey.DESCRIBE_CLUSTER, m.DescribeClusterRequest, m.DescribeClusterResponse),
+        _api(ApiKey.PIN_CONTROLLER, m.PinControllerRequest, m.PinControllerResponse),
     )
 }
 

@@ -154,9 +154,16 @@ def _if_we_are_controller(client: KazooClient, broker_id: int) -> ElectionResult
 
 
 def try_elect(
-    client: KazooClient, broker_id: int, *, clock_ms: Callable[[], int] = _now_ms
+    client: KazooClient,
+    broker_id: int,
+    *,
+    clock_ms: Callable[[], int] = _now_ms,
+    guard: Callable[[TransactionRequest], None] | None = None,
 ) -> ElectionResult | None:
-    """Try to become the controller; the result when this broker is it, None when another is."""
+    """Try to become the controller; the result when this broker is it, None when another is.
+
+    `guard` adds ops to the election multi that must succeed too (KIP-39: the ready-to-serve
+    node must be absent or this broker's); when one fails this broker does not win."""
     existing = read_controller_node(client)
     if existing is not None:
         return _if_we_are_controller(client, broker_id)
@@ -164,10 +171,12 @@ def try_elect(
     tx = client.transaction()
     tx.create(CONTROLLER_PATH, encode_controller(broker_id, clock_ms()), ephemeral=True)
     tx.set_data(CONTROLLER_EPOCH_PATH, encode_controller_epoch(epoch + 1), version=version)
+    if guard is not None:
+        guard(tx)
     try:
         results = commit(tx)
     except TransactionFailedError as exc:
-        if isinstance(exc.error, NodeExistsError | BadVersionError):
+        if isinstance(exc.error, NodeExistsError | BadVersionError) or exc.index >= 2:
             return _if_we_are_controller(client, broker_id)
         raise
     new_version = stat_of(results[1]).version

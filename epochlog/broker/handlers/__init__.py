@@ -3,8 +3,8 @@
 Each handler turns a decoded request into a response body (see `context` for the signature);
 the modules group them: `api_versions`, `metadata` (Metadata, DescribeCluster), `produce`,
 `fetch`, `offsets` (ListOffsets, OffsetForLeaderEpoch), `admin` (the controller's APIs and
-InitProducerId), `control` (LeaderAndIsr, UpdateMetadata, StopReplica). `errors` builds every
-API's error response.
+InitProducerId), `control` (LeaderAndIsr, UpdateMetadata, StopReplica), `pin_controller`
+(KIP-39). `errors` builds every API's error response.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from epochlog.broker.handlers.control import (
 from epochlog.broker.handlers.fetch import handle_fetch
 from epochlog.broker.handlers.metadata import handle_describe_cluster, handle_metadata
 from epochlog.broker.handlers.offsets import handle_list_offsets, handle_offset_for_leader_epoch
+from epochlog.broker.handlers.pin_controller import handle_pin_controller
 from epochlog.broker.handlers.produce import handle_produce
 from epochlog.protocol.api import APIS, ApiKey
 
@@ -50,6 +51,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
     ApiKey.ALTER_PARTITION: handle_alter_partition,
     ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
+    ApiKey.PIN_CONTROLLER: handle_pin_controller,
 }
 assert set(HANDLERS) == set(APIS), "every API in APIS needs a handler"
 

@@ -18,6 +18,7 @@ from typing import Any
 from epochlog.broker.collaborators import (
     BrokerEpochHolder,
     ControllerGateway,
+    ControllerPins,
     ProducerIdSource,
     TopicAutoCreator,
 )
@@ -52,6 +53,7 @@ class BrokerServices:
     producer_ids: ProducerIdSource
     endpoints: tuple[BrokerEndpoint, ...] = ()  # this broker's advertised endpoints
     rack: str | None = None
+    controller_pins: ControllerPins | None = None  # KIP-39 (None: no ZooKeeper, no pinning)
 
     @property
     def kip380_enabled(self) -> bool:

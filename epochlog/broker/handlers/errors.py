@@ -206,6 +206,10 @@ def _api_versions(version: int, body: Any, code: int, message: str | None) -> Me
     return m.ApiVersionsResponse(error_code=code)
 
 
+def _pin_controller(version: int, body: Any, code: int, message: str | None) -> Message:
+    return m.PinControllerResponse(error_code=code, error_message=message)
+
+
 _BUILDERS: dict[ApiKey, Any] = {
     ApiKey.PRODUCE: _produce,
     ApiKey.FETCH: _fetch,
@@ -222,5 +226,6 @@ _BUILDERS: dict[ApiKey, Any] = {
     ApiKey.OFFSET_FOR_LEADER_EPOCH: _offset_for_leader_epoch,
     ApiKey.ALTER_PARTITION: _top_level(m.AlterPartitionResponse),
     ApiKey.DESCRIBE_CLUSTER: _describe_cluster,
+    ApiKey.PIN_CONTROLLER: _pin_controller,
 }
 assert set(_BUILDERS) == set(APIS), "every API we serve needs an error response"

@@ -20,6 +20,7 @@ from epochlog.protocol.messages import (
     list_offsets,
     metadata,
     offset_for_leader_epoch,
+    pin_controller,
     produce,
     stop_replica,
     update_metadata,
@@ -55,3 +56,5 @@ AlterPartitionRequest = message_class(alter_partition.REQUEST)
 AlterPartitionResponse = message_class(alter_partition.RESPONSE)
 DescribeClusterRequest = message_class(describe_cluster.REQUEST)
 DescribeClusterResponse = message_class(describe_cluster.RESPONSE)
+PinControllerRequest = message_class(pin_controller.REQUEST)
+PinControllerResponse = message_class(pin_controller.RESPONSE)
