@@ -33,6 +33,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import ZnodeStat
 
 from epochlog.zk.session import (
+    PendingCommit,
     TransactionFailedError,
     commit,
     session_id,
@@ -231,6 +232,10 @@ def chunk_items(
     return chunks
 
 
+def _ops_of(items: Sequence[tuple[Any, Sequence[WriteOp]]]) -> list[WriteOp]:
+    return [op for _, item_ops in items for op in item_ops]
+
+
 @dataclass(frozen=True)
 class ItemResults:
     """Per-item outcome of a batched fenced write: op results of the items written, errors of
@@ -266,12 +271,18 @@ class FencedWriter:
 
     def commit(self, ops: Sequence[WriteOp]) -> list[Any]:
         """Commit `ops` behind the epoch check as one multi; results exclude the check's."""
+        return self._result(self._send(ops))
+
+    def _send(self, ops: Sequence[WriteOp]) -> PendingCommit:
         tx = self.client.transaction()
         tx.check(CONTROLLER_EPOCH_PATH, self.epoch_zk_version)
         for op in ops:
             op.add_to(tx)
+        return PendingCommit(tx)
+
+    def _result(self, pending: PendingCommit) -> list[Any]:
         try:
-            return commit(tx)[1:]
+            return pending.result()[1:]
         except TransactionFailedError as exc:
             if exc.index == 0:
                 raise ControllerMovedError(
@@ -285,17 +296,23 @@ class FencedWriter:
         reported, and the rest of its multi retried without it."""
         done: dict[Any, list[Any]] = {}
         failed: dict[Any, Exception] = {}
-        for chunk in chunk_items(list(items.items())):
+        # Every multi is sent before the first answer is awaited: ZooKeeper applies one
+        # session's requests in order, and a failover of 10,000 partitions is 10+ multis whose
+        # round trips would otherwise add up. A multi that fails is resent without its culprit.
+        chunks = chunk_items(list(items.items()))
+        sent = [self._send(_ops_of(chunk)) for chunk in chunks]
+        for chunk, pending in zip(chunks, sent, strict=True):
             remaining = chunk
             while remaining:
-                ops = [op for _, item_ops in remaining for op in item_ops]
                 owners = [key for key, item_ops in remaining for _ in item_ops]
                 try:
-                    results = self.commit(ops)
+                    results = self._result(pending)
                 except TransactionFailedError as exc:
                     culprit = owners[exc.index - 1]
                     failed[culprit] = exc.error
                     remaining = [(k, o) for k, o in remaining if k != culprit]
+                    if remaining:
+                        pending = self._send(_ops_of(remaining))
                     continue
                 position = 0
                 for key, item_ops in remaining:

@@ -128,7 +128,24 @@ def commit(tx: TransactionRequest) -> list[Any]:
     """Commit a kazoo transaction; return its results or raise TransactionFailedError."""
     if not tx.operations:
         return []
-    results = tx.commit()
+    return check_results(tx, tx.commit())
+
+
+class PendingCommit:
+    """A multi sent without waiting for its answer (`commit_async`); `result()` waits."""
+
+    def __init__(self, tx: TransactionRequest) -> None:
+        self.tx = tx
+        self._async = tx.commit_async() if tx.operations else None
+
+    def result(self) -> list[Any]:
+        """The multi's results, or TransactionFailedError, as `commit` gives them."""
+        if self._async is None:
+            return []
+        return check_results(self.tx, self._async.get())
+
+
+def check_results(tx: TransactionRequest, results: list[Any]) -> list[Any]:
     failure = first_failure(results)
     if failure is None:
         return results

@@ -4,13 +4,14 @@ partition states, deletions, broker reads and watches."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 import uuid
 
 import pytest
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from epochlog.zk import znodes
+from epochlog.zk import controller_zk, znodes
 from epochlog.zk.cluster import ensure_top_level_paths
 from epochlog.zk.controller_zk import (
     ControllerMovedError,
@@ -200,6 +201,27 @@ def test_conditional_updates_refuse_a_stale_version_per_partition(zk):
     assert isinstance(second.failed[("t", 5)], NoNodeError)
     states = read_partition_states(zk, [("t", 0), ("t", 1)])
     assert states[("t", 0)].state == shrink and states[("t", 0)].version == 1
+
+
+def test_pipelined_multis_retry_only_the_one_that_failed(zk, monkeypatch):
+    writer = _elect(zk, 1)
+    assignment = _assignment(12)
+    writer.create_topic("p", assignment, _initial_states(assignment, writer.controller_epoch))
+    # Multis of 4 ops: three in flight at once, a stale version in the first and the last.
+    monkeypatch.setattr(
+        controller_zk, "chunk_items", functools.partial(controller_zk.chunk_items, max_ops=4)
+    )
+    shrink = PartitionState(1, 1, (1,), writer.controller_epoch)
+    updates = {("p", i): (shrink, 0) for i in range(12)}
+    updates[("p", 1)] = (shrink, 7)
+    updates[("p", 11)] = (shrink, 7)
+    result = writer.update_partition_states(updates)
+    assert set(result.failed) == {("p", 1), ("p", 11)}
+    assert result.updated == {("p", i): 1 for i in range(12) if i not in (1, 11)}
+    states = read_all_partition_states(zk, {"p": assignment})
+    assert {tp: v.version for tp, v in states.items()} == {
+        ("p", i): 0 if i in (1, 11) else 1 for i in range(12)
+    }
 
 
 def test_create_partition_states_for_new_partitions(zk):
