@@ -63,6 +63,11 @@ from epochlog.broker.producer_state import ProducerStateManager
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.schema import ZERO_UUID
 from epochlog.storage import LogManager, StorageError
+from epochlog.storage.checkpoint import (
+    DeferrableEpochCheckpoint,
+    deferred_checkpoints,
+    write_deferred,
+)
 from epochlog.storage.files import durable_batch
 
 log = logging.getLogger(__name__)
@@ -120,6 +125,7 @@ class ReplicaManager:
         self._leader_and_isr_generation: int | None = None
         self._stored_hws: dict[TopicPartition, int] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        self._checkpoint_writes: set[asyncio.Task[int]] = set()
 
     # ----------------------------------------------------------------------- lookups
 
@@ -272,9 +278,9 @@ class ReplicaManager:
         followers: list[Partition] = []
         for leader in getattr(request, "live_leaders", ()):
             self.live_leaders[leader.broker_id] = (leader.host_name, leader.port)
-        # One file-system sync for every leader-epoch checkpoint this request writes, before the
-        # answer goes out, instead of an fsync per partition.
-        with durable_batch():
+        # Leader-epoch checkpoints are written after the answer, off the loop (see
+        # DeferrableEpochCheckpoint); other files written here share one file-system sync.
+        with durable_batch(), deferred_checkpoints() as deferred:
             for topic_state in request.topic_states:
                 topic = topic_state.topic_name
                 topic_id = known_topic_id(
@@ -304,7 +310,20 @@ class ReplicaManager:
         if followers and self.on_become_follower is not None:
             self.on_become_follower(followers)
         self._leader_and_isr_generation = self.epoch_holder.epoch
+        if deferred:
+            self._write_deferred_checkpoints(deferred)
         return results
+
+    def _write_deferred_checkpoints(self, checkpoints: Iterable[DeferrableEpochCheckpoint]) -> None:
+        pending = list(checkpoints)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # driven without a loop (unit tests): write them now
+            write_deferred(pending)
+            return
+        task = loop.create_task(asyncio.to_thread(write_deferred, pending))
+        self._checkpoint_writes.add(task)
+        task.add_done_callback(self._checkpoint_writes.discard)
 
     def _apply_partition_state(
         self,
@@ -508,6 +527,8 @@ class ReplicaManager:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
+        if self._checkpoint_writes:
+            await asyncio.gather(*self._checkpoint_writes, return_exceptions=True)
         self.produce_purgatory.complete_all()
         self.fetch_purgatory.complete_all()
         try:

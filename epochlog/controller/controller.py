@@ -251,7 +251,13 @@ class Controller(ControllerRequests):
     async def _execute(self, plan: Plan) -> list[asyncio.Future[Any]]:
         """Write the plan's states (fenced), commit them to the context, send its requests."""
         await self._write(plan)
-        return [self.channel.send(request) for request in plan.batch.build(self.ctx)]
+        futures = []
+        for request in plan.batch.build(self.ctx):
+            futures.append(self.channel.send(request))
+            # Let the broker's sender put it on the wire before the next one is built: the new
+            # leaders apply their LeaderAndIsr while the UpdateMetadata bodies are being built.
+            await asyncio.sleep(0)
+        return futures
 
     async def _write(self, plan: Plan) -> set[TopicPartition]:
         """Write the plan's states (fenced) and commit them; returns the partitions refused."""

@@ -10,7 +10,8 @@ an earlier generation of itself.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import copy
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from epochlog.controller.context import (
@@ -77,49 +78,51 @@ class RequestBatch:
     def add_stop_replica(self, broker: int, tp: TopicPartition, delete: bool) -> None:
         self.stop_replica.setdefault(broker, {})[tp] = delete
 
-    def build(self, ctx: ControllerContext) -> list[ControlRequest]:
-        requests: list[ControlRequest] = []
+    def build(self, ctx: ControllerContext) -> Iterator[ControlRequest]:
+        """The requests, LeaderAndIsr first, built one at a time so the caller can send each
+        as soon as it exists (new leaders start while later requests are still being built).
+        `ctx` must not change until the iteration ends."""
         for broker, partitions in sorted(self.leader_and_isr.items()):
             info = ctx.live_brokers.get(broker)
             if info is None:
                 continue
-            requests.append(
-                ControlRequest(
-                    broker,
-                    ApiKey.LEADER_AND_ISR,
-                    _versioned(self._leader_and_isr(ctx, broker, partitions, info.epoch)),
-                    info.epoch,
-                )
+            yield ControlRequest(
+                broker,
+                ApiKey.LEADER_AND_ISR,
+                _versioned(self._leader_and_isr(ctx, broker, partitions, info.epoch)),
+                info.epoch,
             )
         targets = set(self.update_metadata)
         if self.changed_partitions:
             targets |= set(ctx.live_brokers)
+        # Brokers told about the same partitions share one body but for the broker epoch: a
+        # failover sends the same 10,000 partition states to every broker.
+        bodies: dict[frozenset[TopicPartition], m.UpdateMetadataRequest] = {}
         for broker in sorted(targets):
             info = ctx.live_brokers.get(broker)
             if info is None:
                 continue
-            partitions = self.update_metadata.get(broker, set()) | self.changed_partitions
-            requests.append(
-                ControlRequest(
-                    broker,
-                    ApiKey.UPDATE_METADATA,
-                    _versioned(update_metadata(ctx, partitions, info.epoch)),
-                    info.epoch,
-                )
+            named = self.update_metadata.get(broker, set())
+            partitions = frozenset(named | self.changed_partitions)
+            body = bodies.get(partitions)
+            if body is None:
+                body = bodies[partitions] = update_metadata(ctx, partitions, info.epoch)
+            yield ControlRequest(
+                broker,
+                ApiKey.UPDATE_METADATA,
+                _versioned(_with_broker_epoch(body, info.epoch)),
+                info.epoch,
             )
-        for broker, partitions in sorted(self.stop_replica.items()):
+        for broker, stopped in sorted(self.stop_replica.items()):
             info = ctx.live_brokers.get(broker)
             if info is None:
                 continue
-            requests.append(
-                ControlRequest(
-                    broker,
-                    ApiKey.STOP_REPLICA,
-                    _versioned(self._stop_replica(ctx, partitions, info.epoch)),
-                    info.epoch,
-                )
+            yield ControlRequest(
+                broker,
+                ApiKey.STOP_REPLICA,
+                _versioned(self._stop_replica(ctx, stopped, info.epoch)),
+                info.epoch,
             )
-        return requests
 
     def _leader_and_isr(
         self,
@@ -202,6 +205,12 @@ class RequestBatch:
                 for topic, states in sorted(by_topic.items())
             ],
         )
+
+
+def _with_broker_epoch(body: m.UpdateMetadataRequest, epoch: int) -> m.UpdateMetadataRequest:
+    copied = copy.copy(body)  # shallow: the topic states stay shared
+    copied.broker_epoch = epoch
+    return copied
 
 
 def _versioned(body: Message) -> Callable[[int], Message]:

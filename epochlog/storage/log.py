@@ -37,7 +37,11 @@ from epochlog.protocol.records import (
     set_log_append_time,
     stamp_batch,
 )
-from epochlog.storage.checkpoint import LeaderEpochCheckpointFile, PartitionMetadataFile
+from epochlog.storage.checkpoint import (
+    DeferrableEpochCheckpoint,
+    LeaderEpochCheckpointFile,
+    PartitionMetadataFile,
+)
 from epochlog.storage.config import LogConfig
 from epochlog.storage.epoch_cache import EpochEntry, LeaderEpochCache
 from epochlog.storage.errors import (
@@ -90,6 +94,7 @@ class PartitionLog:
         segments: list[LogSegment],
         log_start_offset: int,
         epoch_cache: LeaderEpochCache,
+        epoch_checkpoint: DeferrableEpochCheckpoint,
     ) -> None:
         self.directory = directory
         self.topic, self.partition = parse_partition_dir_name(directory.name)
@@ -99,6 +104,7 @@ class PartitionLog:
         self.log_start_offset = log_start_offset
         self.recovery_point = self.log_end_offset
         self.leader_epoch_cache = epoch_cache
+        self.epoch_checkpoint = epoch_checkpoint
         self._metadata_file = PartitionMetadataFile(directory / PARTITION_METADATA)
         self._topic_id: uuid.UUID | None = None
         self._closed = False
@@ -136,7 +142,8 @@ class PartitionLog:
         except CheckpointFormatError as exc:
             logger.warning("%s; rebuilding the leader epoch cache from the log", exc)
             entries, trusted = [], False
-        cache = LeaderEpochCache(entries, on_change=checkpoint.write)
+        deferrable = DeferrableEpochCheckpoint(checkpoint)
+        cache = LeaderEpochCache(entries, on_change=deferrable.on_change)
         loaded = load_segments(
             directory,
             config,
@@ -147,7 +154,7 @@ class PartitionLog:
             epoch_cache_trusted=trusted,
             now_ms=now,
         )
-        log = cls(directory, config, loaded.segments, loaded.log_start_offset, cache)
+        log = cls(directory, config, loaded.segments, loaded.log_start_offset, cache, deferrable)
         log._topic_id = log._metadata_file.read()
         if topic_id is not None:
             log.assign_topic_id(topic_id)
@@ -359,6 +366,7 @@ class PartitionLog:
             # Nothing to seal: an empty active segment already starts at the log end offset.
             return old
         old.on_become_inactive()
+        self.epoch_checkpoint.write_pending()  # before the recovery point passes its epochs
         segment = LogSegment.create(self.directory, self.log_end_offset, self.config, now)
         self._segments.append(segment)
         self._bases.append(segment.base_offset)
@@ -549,6 +557,7 @@ class PartitionLog:
 
     def flush(self) -> None:
         """fsync every segment with unflushed data; the recovery point becomes the end."""
+        self.epoch_checkpoint.write_pending()  # before the recovery point passes its epochs
         for segment in self._segments:
             segment.flush()
         self.recovery_point = self.log_end_offset

@@ -27,7 +27,11 @@ from epochlog.storage import (
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
 )
-from epochlog.storage.checkpoint import LeaderEpochCheckpointFile
+from epochlog.storage.checkpoint import (
+    LeaderEpochCheckpointFile,
+    deferred_checkpoints,
+    write_deferred,
+)
 
 NOW = 1_700_000_000_000
 SMALL = LogConfig(segment_bytes=1500, index_interval_bytes=150)
@@ -502,3 +506,41 @@ def test_log_config_overrides_use_kafkas_topic_names():
         LogConfig().with_topic_overrides({"retention.hours": "1"})
     with pytest.raises(ValueError, match="segment.bytes"):
         LogConfig().with_topic_overrides({"segment.bytes": "10"})
+
+
+def _epoch_lines(directory: Path) -> list[str]:
+    return (directory / "leader-epoch-checkpoint").read_text().split("\n")[2:-1]
+
+
+def test_epoch_checkpoints_changed_in_a_deferral_are_written_later_in_order(tmp_path: Path):
+    log = PartitionLog.open(tmp_path / "t-0")
+    log.leader_epoch_cache.assign(1, 0)
+    assert _epoch_lines(log.directory) == ["1 0"]
+    with deferred_checkpoints() as deferred:
+        log.leader_epoch_cache.assign(2, 0)
+    assert deferred == {log.epoch_checkpoint}
+    assert _epoch_lines(log.directory) == ["1 0"]  # not yet
+    assert write_deferred(deferred) == 1
+    assert _epoch_lines(log.directory) == ["2 0"]
+    # A change made outside a deferral replaces a pending one: the deferred writer finds nothing.
+    with deferred_checkpoints() as deferred:
+        log.leader_epoch_cache.assign(3, 0)
+    log.leader_epoch_cache.assign(4, 0)
+    assert write_deferred(deferred) == 0
+    assert _epoch_lines(log.directory) == ["4 0"]
+    log.close()
+
+
+def test_a_pending_epoch_checkpoint_is_written_before_the_recovery_point_moves(tmp_path: Path):
+    log = PartitionLog.open(tmp_path / "t-0")
+    with deferred_checkpoints():
+        log.leader_epoch_cache.assign(7, 0)
+    builder = RecordBatchBuilder()
+    builder.append(1, b"k", b"v")
+    log.append_as_leader(builder.build(), 7, 1)
+    log.flush()
+    assert _epoch_lines(log.directory) == ["7 0"]
+    with deferred_checkpoints():
+        log.leader_epoch_cache.assign(8, 1)
+    log.close()  # a clean close flushes, and the pending checkpoint with it
+    assert _epoch_lines(log.directory) == ["7 0", "8 1"]
