@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from epochlog.client.batch_builder import ProducerBatchBuilder
 from epochlog.client.metadata import TopicPartition
 from epochlog.protocol.compression import Compression
 from epochlog.protocol.records import (
@@ -53,7 +54,7 @@ class ProducerBatch:
     def __init__(self, tp: TopicPartition, compression: Compression, created_ms: float) -> None:
         self.tp = tp
         self.created_ms = created_ms
-        self.builder: RecordBatchBuilder | None = RecordBatchBuilder(compression)
+        self.builder: RecordBatchBuilder | None = ProducerBatchBuilder(compression)
         self.data: bytes | None = None  # the built batch, once closed
         self.handles: list[Any] = []  # one per record, in offset order
         self.timestamps: list[int] = []
@@ -226,17 +227,21 @@ class RecordAccumulator:
         now: float,
     ) -> ProducerBatch:
         """Add one record; returns the batch it went into."""
-        size = record_size_upper_bound(key, value, headers)
+        if headers:
+            size = record_size_upper_bound(key, value, headers)
+        else:  # the same bound, inline for the common case
+            size = 26 + (len(key) if key else 0) + (len(value) if value else 0)
         dq = self._batches.get(tp)
         if dq is None:
             dq = self._batches[tp] = deque()
         last = dq[-1] if dq else None
-        if last is not None and not last.is_closed:
-            if last.record_count == 0 or last.size + size <= self.batch_size:
-                before = last.size
+        if last is not None and last.data is None:
+            before = last.size
+            if not last.handles or before + size <= self.batch_size:
                 last.append(timestamp, key, value, headers, handle)
-                self.buffered_bytes += last.size - before
-                if last.size >= self.batch_size:
+                after = last.size
+                self.buffered_bytes += after - before
+                if after >= self.batch_size:
                     self._close(last)
                 return last
             self._close(last)

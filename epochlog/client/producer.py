@@ -52,7 +52,7 @@ from epochlog.client.idempotence import (
 )
 from epochlog.client.metadata import TopicPartition
 from epochlog.client.network import NetworkClient
-from epochlog.client.partitioner import StickyPartitioner, partition_for_key
+from epochlog.client.partitioner import StickyPartitioner, murmur2
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import ApiKey
 from epochlog.protocol.compression import Compression
@@ -64,6 +64,7 @@ log = logging.getLogger(__name__)
 Bytes = bytes | bytearray | memoryview | str
 HeadersArg = Mapping[str, Bytes | None] | Iterable[tuple[str, Bytes | None]] | None
 DeliveryCallback = Callable[["RecordMetadata | None", "Exception | None"], None]
+_KEY_HASH_CACHE = 65536  # keys whose murmur2 is remembered (pure-Python hashing is slow)
 _PRODUCE_REQUEST_OVERHEAD = 256  # headers, topic name and array framing around the batches
 
 
@@ -136,6 +137,9 @@ class AsyncProducer:
         self._sender: asyncio.Task[None] | None = None
         self._closing = False
         self._fatal: Exception | None = None
+        self._counted_cluster: object = None
+        self._partition_counts: dict[str, int | None] = {}
+        self._key_hashes: dict[bytes, int] = {}  # murmur2 of recent keys: keys repeat a lot
 
     @property
     def cluster_id(self) -> str | None:
@@ -249,14 +253,24 @@ class AsyncProducer:
             raise ClientClosedError("producer is closed")
         if self._fatal is not None:
             raise self._fatal
-        count = self._net.cluster.partition_count(topic)
+        cluster = self._net.cluster
+        if cluster is not self._counted_cluster:  # partition counts, once per metadata snapshot
+            self._counted_cluster, self._partition_counts = cluster, {}
+        count = self._partition_counts.get(topic)
+        if count is None:
+            count = self._partition_counts[topic] = cluster.partition_count(topic)
         if count is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no metadata for {topic!r}")
         if partition is None:
             if key is not None and not self._ignore_keys:
-                partition = partition_for_key(key, count)
+                hashed = self._key_hashes.get(key)
+                if hashed is None:
+                    hashed = murmur2(key) & 0x7FFFFFFF  # partitioner.partition_for_key
+                    if len(self._key_hashes) < _KEY_HASH_CACHE:
+                        self._key_hashes[key] = hashed
+                partition = hashed % count
             else:
-                available = self._net.cluster.available_partitions(topic)
+                available = cluster.available_partitions(topic)
                 partition = self._partitioner.partition(topic, available, count)
         elif not 0 <= partition < count:
             raise KafkaError(
@@ -265,9 +279,10 @@ class AsyncProducer:
             )
         if timestamp is None:
             timestamp = int(time.time() * 1000)
-        tp = TopicPartition(topic, partition)
-        batch = self._acc.append(tp, timestamp, key, value, headers, handle, self._now())
-        if batch.record_count == 1 or batch.is_closed:
+        batch = self._acc.append(
+            TopicPartition(topic, partition), timestamp, key, value, headers, handle, self._now()
+        )
+        if len(batch.handles) == 1 or batch.data is not None:
             self._incomplete.add(batch)
             self._wakeup.set()  # a new batch (new linger deadline) or a full one
 
