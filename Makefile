@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup system-deps test test-slow lint bench bench-throughput demo clean
+.PHONY: setup system-deps test test-slow lint bench bench-throughput bench-client demo clean
 
 setup: $(STAMP) system-deps
 
@@ -38,6 +38,9 @@ bench: setup
 
 bench-throughput: setup
 	$(PY) bench/throughput.py
+
+bench-client: setup system-deps
+	$(PY) bench/client.py
 
 demo: setup
 	$(PY) -m epochlog demo
