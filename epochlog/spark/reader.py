@@ -66,7 +66,9 @@ class OffsetRangePartition(InputPartition):
 
 def read_partition(options: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
     """Executor side: the Arrow batches of one input partition."""
-    r: OffsetRange = partition.range  # type: ignore[attr-defined]
+    r = partition.value  # pyspark may hand back a plain InputPartition carrying our value
+    if not isinstance(r, OffsetRange):  # the InputPartition(None) Spark uses for "no partitions"
+        return
     schema = arrow_schema(options.include_headers)
     pending: list = []
     for chunk in read_range(

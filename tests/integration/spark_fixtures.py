@@ -47,6 +47,7 @@ def start_spark(master: str = "local[2]") -> object:
     )
     session.sparkContext.setLogLevel("ERROR")
     register(session)
+    session.dataSource.register(FaultyEpochlogDataSource)
     return session
 
 
@@ -83,7 +84,9 @@ def create_topic(
     bootstrap: str, name: str, partitions: int = 2, rf: int = 1, **configs: str
 ) -> str:
     with Admin({"bootstrap.servers": bootstrap}) as admin:
-        admin.create_topic(name, partitions, rf, {k.replace("_", "."): v for k, v in configs.items()})
+        admin.create_topic(
+            name, partitions, rf, {k.replace("_", "."): v for k, v in configs.items()}
+        )
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             parts = admin.describe_topics([name])[name].partitions
@@ -138,3 +141,90 @@ def consume_all(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list[Con
         else:
             raise AssertionError(f"could not read all of {topic} in {timeout_s} s")
         return out
+
+
+# ------------------------------------------------------------------------------ fault injection
+# A data source `epochlog_faulty` whose sink crashes once, where the option `fault` says:
+#   task    after the task wrote (at-least-once) or staged (exactly-once) its rows, in batch
+#           `faultBatch`;
+#   commit  (exactly-once) in the driver's commit of batch `faultBatch`, after the first
+#           acknowledged chunk of 10 records.
+# `faultMarker` is a file created by the crash, so the fault fires once.
+
+from collections.abc import Iterator as _Iterator  # noqa: E402
+
+from pyspark.sql.datasource import WriterCommitMessage  # noqa: E402
+
+from epochlog.spark import EpochlogDataSource  # noqa: E402
+from epochlog.spark.exactly_once import (  # noqa: E402
+    ExactlyOncePublisher,
+    ExactlyOnceStreamWriter,
+)
+from epochlog.spark.options import EXACTLY_ONCE, parse_sink_options  # noqa: E402
+from epochlog.spark.writer import EpochlogStreamWriter  # noqa: E402
+
+
+class InjectedCrash(RuntimeError):
+    pass
+
+
+def _fire_once(marker: str) -> None:
+    try:
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return
+    os.close(fd)
+    raise InjectedCrash(f"injected crash ({marker})")
+
+
+def _task_batch() -> int:
+    from pyspark import TaskContext
+
+    return int(TaskContext.get().getLocalProperty("streaming.sql.batchId"))
+
+
+class FaultyAtLeastOnceWriter(EpochlogStreamWriter):
+    def __init__(self, options, fault: dict[str, str]) -> None:  # noqa: ANN001
+        super().__init__(options)
+        self.fault = fault
+
+    def write(self, iterator: _Iterator) -> WriterCommitMessage:
+        message = super().write(iterator)
+        if self.fault["fault"] == "task" and _task_batch() == int(self.fault["faultbatch"]):
+            _fire_once(self.fault["faultmarker"])
+        return message
+
+
+class FaultyExactlyOnceWriter(ExactlyOnceStreamWriter):
+    def __init__(self, options, fault: dict[str, str]) -> None:  # noqa: ANN001
+        super().__init__(options)
+        self.fault = fault
+
+    def write(self, iterator: _Iterator) -> WriterCommitMessage:
+        message = super().write(iterator)
+        if self.fault["fault"] == "task" and _task_batch() == int(self.fault["faultbatch"]):
+            _fire_once(self.fault["faultmarker"])
+        return message
+
+    def commit(self, messages: list, batchId: int) -> None:  # noqa: N803
+        crash = self.fault["fault"] == "commit" and batchId == int(self.fault["faultbatch"])
+
+        def progress(published: int) -> None:
+            if crash:
+                _fire_once(self.fault["faultmarker"])
+
+        ExactlyOncePublisher(self.options, batchId).publish(messages, progress, chunk_records=10)
+
+
+class FaultyEpochlogDataSource(EpochlogDataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "epochlog_faulty"
+
+    def streamWriter(self, schema, overwrite):  # noqa: ANN001, ANN201
+        columns = {f.name: f.dataType.simpleString() for f in schema.fields}
+        options = parse_sink_options(self.options, columns, streaming=True)
+        fault = {k: self.options[k] for k in ("fault", "faultbatch", "faultmarker")}
+        if options.delivery_guarantee == EXACTLY_ONCE:
+            return FaultyExactlyOnceWriter(options, fault)
+        return FaultyAtLeastOnceWriter(options, fault)
