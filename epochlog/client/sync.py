@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from epochlog.aio import wait_for
 from epochlog.client.admin import AsyncAdmin, ClusterDescription, NewTopic, TopicDescription
 from epochlog.client.consumer import AsyncConsumer, OffsetAndTimestamp
+from epochlog.client.delivery import DeliveryFuture
 from epochlog.client.errors import ClientClosedError, KafkaError
 from epochlog.client.fetch_decoder import ConsumerRecord
 from epochlog.client.metadata import TopicPartition
@@ -137,7 +138,7 @@ class Producer:
         check_record_size(key_b, value_b, hdrs, self._max_request_size)
         if self._producer.buffered_bytes > self._buffer_memory:
             self._thread.run(self._producer.ready_for(topic))
-        result: concurrent.futures.Future[RecordMetadata] = concurrent.futures.Future()
+        result: concurrent.futures.Future[RecordMetadata] = DeliveryFuture()
         if on_delivery is not None:
             result.add_done_callback(_deliver_to(on_delivery))
         with self._lock:
