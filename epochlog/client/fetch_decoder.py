@@ -83,7 +83,7 @@ def decode_partition_records(
                     r.timestamp,
                     r.key,
                     r.value,
-                    [(h.key, h.value) for h in r.headers],
+                    [(h.key, h.value) for h in r.headers] if r.headers else [],
                     ts_type,
                     header.partition_leader_epoch,
                 )
