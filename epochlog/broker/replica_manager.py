@@ -351,7 +351,9 @@ class ReplicaManager:
             replicas=tuple(state.replicas),
         )
         if verdict.error is not ErrorCode.NONE:
-            log.info(
+            # Debug only: a new controller resends every partition, and most are refused as not
+            # newer; apply_leader_and_isr logs the count.
+            log.debug(
                 "LeaderAndIsr for %s-%d (leader epoch %d, local %d): %s",
                 topic,
                 index,

@@ -400,6 +400,11 @@ class PartitionLog:
         offset is >= `max_offset_exclusive`. Raises OffsetOutOfRangeError when `fetch_offset` is
         below the log start offset or above the log end offset.
         """
+        end = self._segments[-1].next_offset
+        if fetch_offset == end and fetch_offset >= self.log_start_offset:
+            # A caught-up reader, the common case of a replica fetch over thousands of
+            # partitions: nothing to look up.
+            return FileSlice.empty()
         self._check_offset(fetch_offset)
         if max_offset_exclusive is not None and fetch_offset >= max_offset_exclusive:
             return FileSlice.empty()
