@@ -306,7 +306,10 @@ class AsyncAdmin:
                 await asyncio.sleep(self._retry_backoff_ms / 1000)
                 continue
             brokers = sorted(
-                (BrokerNode(b.broker_id, b.host, b.port, b.rack) for b in response.brokers),
+                (
+                    BrokerNode(b.broker_id, b.host, b.port, b.rack, b.broker_epoch)
+                    for b in response.brokers
+                ),
                 key=lambda b: b.node_id,
             )
             return ClusterDescription(response.cluster_id, response.controller_id, brokers)

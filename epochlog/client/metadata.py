@@ -40,6 +40,7 @@ class BrokerNode:
     host: str
     port: int
     rack: str | None = None
+    epoch: int = -1  # the broker epoch (KIP-380), from epochlog's DescribeCluster; -1 unknown
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ with SIGKILL, and every acknowledged record must still be there.
 
 from __future__ import annotations
 
+import confluent_kafka.admin
 import pytest
 
 from epochlog.client import Admin
@@ -88,6 +89,18 @@ def test_kcat_round_trip(cluster, acknowledged):
     acknowledged["kcat"] = [
         (0, f"key{i}".encode(), f"value {i} é".encode(), [("src", b"kcat")]) for i in range(100)
     ]
+
+
+def test_describe_cluster_shows_broker_epochs_and_other_clients_skip_them(cluster):
+    epochs = cluster.zk_state()["brokers"]
+    with Admin({"bootstrap.servers": cluster.bootstrap_servers}) as admin:
+        described = admin.describe_cluster()
+    assert {b.node_id: b.epoch for b in described.brokers} == epochs
+    assert described.controller_id == cluster.controller_id()
+    # librdkafka decodes the same response (the epoch is a tagged field it does not know).
+    librdkafka = confluent_kafka.admin.AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    nodes = librdkafka.describe_cluster().result(10).nodes
+    assert sorted(node.id for node in nodes) == sorted(epochs)
 
 
 def test_every_acknowledged_record_survives_restarting_all_brokers(cluster, acknowledged):

@@ -52,6 +52,13 @@ def broker_endpoints(
     return [result[i] for i in sorted(result)]
 
 
+def _epoch_of(services: BrokerServices, broker_id: int) -> int:
+    """The broker's epoch: its own generation, or what the controller last told about others."""
+    if broker_id == services.broker_id:
+        return services.epoch_holder.epoch
+    return services.metadata_cache.broker_epoch(broker_id)
+
+
 def _is_alive(services: BrokerServices, broker_id: int) -> bool:
     return broker_id == services.broker_id or services.metadata_cache.is_alive(broker_id)
 
@@ -185,7 +192,9 @@ async def handle_describe_cluster(
         cluster_id=services.cluster_id or "",
         controller_id=services.metadata_cache.controller_id,
         brokers=[
-            D.DescribeClusterBroker(broker_id=i, host=h, port=p, rack=r)
+            D.DescribeClusterBroker(
+                broker_id=i, host=h, port=p, rack=r, broker_epoch=_epoch_of(services, i)
+            )
             for i, h, p, r in broker_endpoints(services, connection.listener)
         ],
     )

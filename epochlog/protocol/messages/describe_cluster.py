@@ -37,6 +37,9 @@ RESPONSE = message(
                 F("Host", "string", "0+"),
                 F("Port", "int32", "0+"),
                 F("Rack", "string", "0+", nullable="0+", default=None),
+                # epochlog's extension (not in Kafka): the broker epoch (KIP-380) the controller
+                # holds for the broker, in a tagged field that other clients skip.
+                F("BrokerEpoch", "int64", "0+", tag=1000, default=-1, ignorable=True),
             ],
         ),
         F("ClusterAuthorizedOperations", "int32", "0+", default=-2147483648),
