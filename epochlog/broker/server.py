@@ -115,6 +115,9 @@ class Connection(asyncio.Protocol):
         self._read_paused = False
         self._eof = False
         self._closed = False
+        # Responses not yet written: pipelined requests answered in one step of the request
+        # loop go out in one write when the loop yields (`_flush_responses`), not a send each.
+        self._unsent: list[bytes] = []
 
     # ---------------------------------------------------------------- asyncio protocol
 
@@ -188,9 +191,23 @@ class Connection(asyncio.Protocol):
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
+    def _queue_response(self, data: bytes) -> None:
+        if not self._unsent:
+            asyncio.get_running_loop().call_soon(self._flush_responses)
+        self._unsent.append(data)
+
+    def _flush_responses(self) -> None:
+        if not self._unsent:
+            return
+        data = self._unsent[0] if len(self._unsent) == 1 else b"".join(self._unsent)
+        self._unsent.clear()
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(data)
+
     def close(self, reason: str, level: int = logging.INFO) -> None:
         if self._closed:
             return
+        self._flush_responses()  # what was answered before the reason to close still goes out
         self._closed = True
         log.log(level, "closing connection from %s: %s", self.info.peer, reason)
         if self.transport is not None:
@@ -273,11 +290,12 @@ class Connection(asyncio.Protocol):
         try:
             if api_key == ApiKey.FETCH:
                 segments = encode_response_segments(api_key, version, request.correlation_id, body)
+                self._flush_responses()  # earlier answers first: the transport writes in order
                 await send_segmented(
                     self.transport, segments, self.wait_drained, self.server.send_mode
                 )
             else:
-                self.transport.write(
+                self._queue_response(
                     encode_response(api_key, version, request.correlation_id, body)
                 )
         except SliceTruncatedError as exc:
@@ -293,12 +311,11 @@ class Connection(asyncio.Protocol):
     def _answer_unsupported(self, frame: bytes, exc: UnsupportedVersionError) -> None:
         api_key, version, correlation_id = peek_request_header(frame)
         log.info("request from %s: %s", self.info.peer, exc)
-        assert self.transport is not None
         if api_key == ApiKey.API_VERSIONS:
-            self.transport.write(unsupported_api_versions_response(correlation_id))
+            self._queue_response(unsupported_api_versions_response(correlation_id))
         elif api_key in APIS:
             nearest = nearest_version(api_key, version)
             body = error_response(api_key, nearest, None, ErrorCode.UNSUPPORTED_VERSION)
-            self.transport.write(encode_response(api_key, nearest, correlation_id, body))
+            self._queue_response(encode_response(api_key, nearest, correlation_id, body))
         else:
-            self.transport.write(unknown_api_response(correlation_id))
+            self._queue_response(unknown_api_response(correlation_id))

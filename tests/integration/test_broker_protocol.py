@@ -17,7 +17,7 @@ from epochlog.broker.harness import (
     update_metadata_request,
 )
 from epochlog.protocol import messages as m
-from epochlog.protocol.api import APIS, ApiKey
+from epochlog.protocol.api import APIS, ApiKey, encode_request
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.records import RecordBatchBuilder, decode_batches
 
@@ -472,3 +472,25 @@ def test_acks_all_waits_for_the_isr_follower_and_fetches_detect_divergence(env, 
     assert (diverged.diverging_epoch.epoch, diverged.diverging_epoch.end_offset) == (0, 4)
     in_step = follower_fetch(broker.port, 6, last_epoch=2)
     assert in_step.diverging_epoch.epoch == -1 and in_step.high_watermark == 6
+
+
+def test_pipelined_requests_are_answered_in_order_including_an_unsupported_one(env):
+    # The request loop writes the answers of one step together: the order must not change.
+    thread = env[0]
+    frames = []
+    for correlation in range(1, 61):
+        if correlation == 30:  # an unsupported version in the middle is answered in its place
+            body = m.MetadataRequest(topics=[])
+            frame = bytearray(encode_request(ApiKey.METADATA, 4, correlation, "p", body))
+            frame[6:8] = (99).to_bytes(2, "big")
+            frames.append(bytes(frame))
+        elif correlation % 2:
+            body = m.ApiVersionsRequest()
+            frames.append(encode_request(ApiKey.API_VERSIONS, 3, correlation, "p", body))
+        else:
+            body = m.MetadataRequest(topics=[])
+            frames.append(encode_request(ApiKey.METADATA, 12, correlation, "p", body))
+    with RawClient("127.0.0.1", thread.port) as client:
+        client.send_bytes(b"".join(frames))
+        seen = [int.from_bytes(client.read_frame()[:4], "big") for _ in frames]
+    assert seen == list(range(1, 61))
