@@ -20,8 +20,12 @@ from dataclasses import dataclass, field
 from epochlog.protocol.records import decode_batches
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ConsumerRecord:
+    """One record as `poll` returns it. Not frozen, though nothing changes it: a frozen
+    dataclass costs 4 us per record to build here, a plain one 0.6 us, and a consumer builds
+    hundreds of thousands a second."""
+
     topic: str
     partition: int
     offset: int
