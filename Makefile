@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup system-deps test test-slow lint bench bench-throughput bench-client bench-controller-moves demo clean
+.PHONY: setup system-deps test test-slow lint bench bench-throughput bench-client bench-controller-moves bench-spark demo clean
 
 setup: $(STAMP) system-deps
 
@@ -38,6 +38,9 @@ bench: setup
 
 bench-throughput: setup
 	$(PY) bench/throughput.py
+
+bench-spark: setup
+	$(PY) bench/spark.py
 
 bench-controller-moves: setup
 	$(PY) bench/controller_moves.py

@@ -17,6 +17,7 @@ called by pyspark 4.3); they are daemon threads and sockets that end with the wo
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import threading
 import time
@@ -25,7 +26,7 @@ from typing import Any, TypeVar
 
 from epochlog.client import Admin, AsyncProducer, Consumer, KafkaError, RecordMetadata
 from epochlog.client.config import Role
-from epochlog.client.errors import OffsetOutOfRangeError
+from epochlog.client.errors import ClientError, OffsetOutOfRangeError
 from epochlog.client.fetch_decoder import ConsumerRecord
 from epochlog.protocol.errors import ErrorCode
 from epochlog.spark.offsets import TP, OffsetRange
@@ -51,14 +52,26 @@ def _cached(kind: str, settings: Mapping[str, Any], make: Callable[[], T]) -> T:
         return client
 
 
-def _drop(kind: str, settings: Mapping[str, Any]) -> None:
+def _drop(kind: str, settings: Mapping[str, Any], wait: bool = True) -> None:
     with _cache_lock:
         client = _cache.pop(_key(kind, settings), None)
-    if client is not None:
+    if client is None:
+        return
+
+    def close() -> None:
         try:
             client.close()
         except Exception:  # a broken client is dropped either way
             log.debug("closing a cached %s failed", kind, exc_info=True)
+
+    if wait:
+        close()
+    else:  # a stuck client must not block its replacement
+        threading.Thread(target=close, daemon=True).start()
+
+
+LOOKUP_TIMEOUT_S = 20.0
+LOOKUP_ATTEMPTS = 4
 
 
 class DataLossError(RuntimeError):
@@ -100,11 +113,32 @@ class ClusterView:
         s = self._consumer_settings
         return _cached("driver-consumer", s, lambda: Consumer(s))
 
+    def _call(self, kind: str, fn: Callable[[], T]) -> T:
+        """Run a lookup with a deadline; a client that fails or does not answer in time (say,
+        stuck on a dead broker) is dropped and the lookup tried again with a fresh one."""
+        settings = self._admin_settings if kind == "admin" else self._consumer_settings
+        for attempt in range(LOOKUP_ATTEMPTS):
+            pool = concurrent.futures.ThreadPoolExecutor(1)
+            try:
+                return pool.submit(fn).result(LOOKUP_TIMEOUT_S + 5)
+            except (concurrent.futures.TimeoutError, KafkaError, ClientError) as exc:
+                if isinstance(exc, KafkaError) and not exc.retriable:
+                    raise
+                log.warning("%s lookup failed (attempt %d): %r", kind, attempt + 1, exc)
+                _drop(kind, settings, wait=False)
+                if attempt == LOOKUP_ATTEMPTS - 1:
+                    raise
+            finally:
+                pool.shutdown(wait=False)
+        raise AssertionError("unreachable")
+
     def partitions(self) -> list[TP]:
         """The topic-partitions the source reads now. Topics named by subscribe or assign that
         do not exist are an error naming the option when failOnDataLoss=true."""
         o = self.options
-        existing = set(self.admin.list_topics())
+        existing = set(
+            self._call("admin", lambda: self.admin.list_topics(timeout=LOOKUP_TIMEOUT_S))
+        )
         if o.subscribe_pattern is not None:
             topics = sorted(t for t in existing if o.matches(t))
         else:
@@ -119,7 +153,9 @@ class ClusterView:
             topics = [t for t in wanted if t in existing]
         if not topics:
             return []
-        described = self.admin.describe_topics(topics)
+        described = self._call(
+            "admin", lambda: self.admin.describe_topics(topics, timeout=LOOKUP_TIMEOUT_S)
+        )
         out = [(t, p.partition) for t in topics for p in described[t].partitions]
         if o.assign:
             present = set(out)
@@ -134,18 +170,28 @@ class ClusterView:
         if not tps:
             return {}
         return {
-            (tp.topic, tp.partition): o for tp, o in self.consumer.beginning_offsets(tps).items()
+            (tp.topic, tp.partition): o
+            for tp, o in self._call(
+                "driver-consumer", lambda: self.consumer.beginning_offsets(tps, LOOKUP_TIMEOUT_S)
+            ).items()
         }
 
     def latest(self, tps: list[TP]) -> dict[TP, int]:
         if not tps:
             return {}
-        return {(tp.topic, tp.partition): o for tp, o in self.consumer.end_offsets(tps).items()}
+        return {
+            (tp.topic, tp.partition): o
+            for tp, o in self._call(
+                "driver-consumer", lambda: self.consumer.end_offsets(tps, LOOKUP_TIMEOUT_S)
+            ).items()
+        }
 
     def for_times(self, stamps: Mapping[TP, int]) -> dict[TP, int | None]:
         if not stamps:
             return {}
-        found = self.consumer.offsets_for_times(stamps)
+        found = self._call(
+            "driver-consumer", lambda: self.consumer.offsets_for_times(stamps, LOOKUP_TIMEOUT_S)
+        )
         return {(tp.topic, tp.partition): (r.offset if r else None) for tp, r in found.items()}
 
 
@@ -338,4 +384,3 @@ def wait_acked(futures: list[asyncio.Future[RecordMetadata]]) -> list[RecordMeta
             raise error
         out.append(fut.result())
     return out
-

@@ -1,0 +1,164 @@
+"""Spark data source throughput: rows/s through format("epochlog") next to Parquet.
+
+In one SparkSession (local[2]) and one run, against a local 1-broker cluster:
+- write: N rows (16-byte key, 100-byte value) from spark.range -> format("epochlog") batch write,
+  next to the same rows written as Parquet;
+- batch read: format("epochlog") -> noop sink, next to reading the Parquet files -> noop;
+- streaming read: readStream format("epochlog") with Trigger.AvailableNow -> noop sink (wall
+  time including query start), next to the same Parquet read.
+Each case runs `--repeat` times after a warm-up; the table shows medians and ratios to the
+Parquet anchors (targets: read >= 0.5x, write >= 0.3x). Timings are reported, never asserted.
+
+    .venv/bin/python bench/spark.py [--rows 500000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from epochlog.client import Admin  # noqa: E402
+from epochlog.testing.cluster import LocalCluster  # noqa: E402
+
+
+def timed(fn: Callable[[], object]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rows", type=int, default=500_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--partitions", type=int, default=2)
+    args = parser.parse_args()
+    console = Console()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    work = Path(tempfile.mkdtemp(prefix="bench-spark-"))
+    cluster = LocalCluster(work / "cluster", 1)
+    with console.status("starting ZooKeeper and a broker ..."):
+        cluster.start()
+    try:
+        return run(console, cluster, work, args)
+    finally:
+        cluster.close()
+
+
+def run(console: Console, cluster: LocalCluster, work: Path, args: argparse.Namespace) -> int:
+    from pyspark.sql import SparkSession
+
+    from epochlog.spark import register
+
+    with console.status("starting Spark local[2] ..."):
+        spark = (
+            SparkSession.builder.master("local[2]")
+            .appName("bench-spark")
+            .config("spark.ui.enabled", "false")
+            .config("spark.sql.shuffle.partitions", "2")
+            .config("spark.driver.memory", "2g")
+            .getOrCreate()
+        )
+        spark.sparkContext.setLogLevel("ERROR")
+        register(spark)
+    bootstrap = cluster.bootstrap_servers
+    n = args.rows
+    rows = spark.range(0, n, 1, args.partitions).selectExpr(
+        "binary(lpad(cast(id as string), 16, '0')) as key",
+        "binary(concat(lpad(cast(id as string), 16, '0'), repeat('x', 84))) as value",
+    )
+    results: dict[str, list[float]] = {}
+    topics = iter(range(1_000_000))
+
+    def new_topic() -> str:
+        name = f"bench-{next(topics)}"
+        with Admin({"bootstrap.servers": bootstrap}) as admin:
+            admin.create_topic(name, args.partitions, 1)
+        return name
+
+    read_topic = new_topic()
+    parquet_dir = str(work / "parquet")
+
+    def write_log(topic: str) -> None:
+        rows.write.format("epochlog").option("bootstrap.servers", bootstrap).option(
+            "topic", topic
+        ).mode("append").save()
+
+    def write_parquet() -> None:
+        rows.write.mode("overwrite").parquet(parquet_dir)
+
+    def read_log() -> None:
+        spark.read.format("epochlog").option("bootstrap.servers", bootstrap).option(
+            "subscribe", read_topic
+        ).load().write.format("noop").mode("overwrite").save()
+
+    def read_parquet() -> None:
+        spark.read.parquet(parquet_dir).write.format("noop").mode("overwrite").save()
+
+    def stream_log() -> None:
+        query = (
+            spark.readStream.format("epochlog")
+            .option("bootstrap.servers", bootstrap)
+            .option("subscribe", read_topic)
+            .option("startingOffsets", "earliest")
+            .load()
+            .writeStream.format("noop")
+            .option("checkpointLocation", str(work / f"ck-{time.monotonic_ns()}"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+
+    with console.status("filling the read topic and the Parquet files (warm-up) ..."):
+        write_log(read_topic)
+        write_parquet()
+        read_log()
+        read_parquet()
+    cases: list[tuple[str, Callable[[], None]]] = [
+        ("write: Parquet", write_parquet),
+        ("write: epochlog", lambda: write_log(new_topic())),
+        ("batch read: Parquet", read_parquet),
+        ("batch read: epochlog", read_log),
+        ("streaming read: epochlog (AvailableNow)", stream_log),
+    ]
+    for round_ in range(args.repeat):
+        for name, fn in cases:  # alternate the cases, so load changes hit them alike
+            with console.status(f"round {round_ + 1}/{args.repeat}: {name} ..."):
+                results.setdefault(name, []).append(timed(fn))
+    spark.stop()
+
+    def rate(name: str) -> float:
+        return n / statistics.median(results[name])
+
+    anchors = {
+        "write: epochlog": "write: Parquet",
+        "batch read: epochlog": "batch read: Parquet",
+        "streaming read: epochlog (AvailableNow)": "batch read: Parquet",
+    }
+    table = Table(title=f"Spark data source, {n:,} rows of 116 bytes, local[2], 1 broker")
+    table.add_column("case")
+    table.add_column("rows/s (median)", justify="right")
+    table.add_column("runs (s)", justify="right")
+    table.add_column("vs Parquet", justify="right")
+    for name, _ in cases:
+        ratio = f"{rate(name) / rate(anchors[name]):.2f}x" if name in anchors else "anchor"
+        runs = " ".join(f"{t:.2f}" for t in results[name])
+        table.add_row(name, f"{rate(name):,.0f}", runs, ratio)
+    console.print(table)
+    console.print("targets: read >= 0.5x Parquet, write >= 0.3x Parquet")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
