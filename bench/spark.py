@@ -66,6 +66,7 @@ def run(console: Console, cluster: LocalCluster, work: Path, args: argparse.Name
             SparkSession.builder.master("local[2]")
             .appName("bench-spark")
             .config("spark.ui.enabled", "false")
+            .config("spark.python.authenticate.socketTimeout", "120s")
             .config("spark.sql.shuffle.partitions", "2")
             .config("spark.driver.memory", "2g")
             .getOrCreate()

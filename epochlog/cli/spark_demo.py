@@ -51,6 +51,7 @@ def start_spark(app: str = "epochlog-demo") -> Any:
         .appName(app)
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.ui.enabled", "false")
+        .config("spark.python.authenticate.socketTimeout", "120s")
         .config("spark.driver.memory", "1g")
         .getOrCreate()
     )

@@ -41,6 +41,7 @@ def start_spark(master: str = "local[2]") -> object:
         .appName("epochlog-tests")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.ui.enabled", "false")
+        .config("spark.python.authenticate.socketTimeout", "120s")
         .config("spark.sql.streaming.minBatchesToRetain", "100")
         .config("spark.driver.memory", "1g")
         .getOrCreate()
