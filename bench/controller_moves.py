@@ -9,7 +9,9 @@ on this host), from which the bench counts
 
 - moves: how often the controller changed from one broker to another;
 - elections: how many controllers were elected (a broker can be re-elected: no move);
-- time without a controller: from seeing `/controller` deleted to the next one's creation.
+- time without a controller: from seeing `/controller` deleted (with `--crash`: from the kill
+  of the controller's process, whose node lingers until its session expires) to the creation
+  of the next one.
 
 Unpinned, the controller moves whenever the broker holding it restarts, to whichever broker wins,
 which may be restarted later (a move again); how often depends on where it starts, so the
@@ -72,10 +74,20 @@ class ControllerLog:
             else:
                 self.changes.append((now, decode_controller(data).broker_id, stat.ctime / 1000))
 
+    def holder(self) -> int | None:
+        with self.lock:
+            return self.changes[-1][1] if self.changes else None
+
+    def controller_killed(self, at: float) -> None:
+        """The controller's process died at `at`: no controller from then on, although its
+        node lives until the session expires."""
+        with self.lock:
+            self.changes.append((at, None, None))
+
     def summary(self, since: float) -> tuple[int, int, list[float]]:
         """(moves, elections, gaps in seconds) for the changes after `since`."""
         with self.lock:
-            changes = list(self.changes)
+            changes = sorted(self.changes, key=lambda change: change[0])
         before = [c for c in changes if c[0] < since]
         holder = before[-1][1] if before else None
         last_holder = holder
@@ -165,7 +177,11 @@ def one_run(
         for broker_id in sorted(cluster.brokers):
             progress.update(task, description=f"{mode}: restarting broker {broker_id}")  # type: ignore[arg-type]
             if args.crash:
+                killed_at = time.time()
+                was_controller = log.holder() == broker_id
                 cluster.kill_broker(broker_id)
+                if was_controller:
+                    log.controller_killed(killed_at)
             else:
                 cluster.stop_broker(broker_id)
             cluster.start_broker(broker_id)
