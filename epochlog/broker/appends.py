@@ -61,7 +61,7 @@ def append_to_leader(
         )
         assert records is not None
         result = partition.append_records_as_leader(
-            records, header, required_acks, rm.min_insync_replicas, now
+            records, header, required_acks, partition.settings.min_insync_replicas, now
         )
     except (PartitionError, ProduceValidationError, StorageError) as exc:
         level = logging.WARNING if exc.error_code in _LOUD else logging.DEBUG
@@ -123,7 +123,7 @@ class DelayedProduce(DelayedOperation):
                     high_watermark=partition.high_watermark,
                     required_offset=required,
                     maximal_isr_size=len(partition.maximal_isr),
-                    min_insync_replicas=self.rm.min_insync_replicas,
+                    min_insync_replicas=partition.settings.min_insync_replicas,
                 )
                 if status is None:
                     continue
@@ -131,7 +131,7 @@ class DelayedProduce(DelayedOperation):
                     self.results[key].error = status
                     self.results[key].message = (
                         f"ISR {list(partition.maximal_isr)} shrank below min.insync.replicas "
-                        f"{self.rm.min_insync_replicas}"
+                        f"{partition.settings.min_insync_replicas}"
                     )
                 del self.pending[key]
         if not self.pending:

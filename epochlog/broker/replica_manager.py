@@ -34,7 +34,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from epochlog.broker import isr_changes
@@ -60,6 +60,11 @@ from epochlog.broker.partition import (
     rebuild_producer_state,
 )
 from epochlog.broker.producer_state import ProducerStateManager
+from epochlog.broker.topic_configs import (
+    log_config_for,
+    replication_settings_for,
+    validate_topic_configs,
+)
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.schema import ZERO_UUID
 from epochlog.storage import LogManager, StorageError
@@ -119,6 +124,10 @@ class ReplicaManager:
         self.on_become_leader: Callable[[list[Partition]], None] | None = None
         self.on_stop_replicas: Callable[[list[TopicPartition]], None] | None = None
         self.alter_partition_manager: IsrChangeSender | None = None
+        # The topic's configs (ZooKeeper's /config/topics/<t> on a real broker), read when a
+        # partition's log is created; none in the in-process harnesses.
+        self.topic_configs: Callable[[str], Mapping[str, str]] = lambda topic: {}
+        self._configs_of_request: dict[str, Mapping[str, str]] = {}  # one read per topic
         self.live_leaders: dict[int, tuple[str, int]] = {}
         self._guard_hw_checkpoint = config.enabled("epochlog.test.hw.checkpoint.guard.enabled")
         # The broker epoch in force when the last LeaderAndIsr was applied (None: never).
@@ -272,6 +281,7 @@ class ReplicaManager:
         """Apply the partitions of a LeaderAndIsr whose broker and controller epochs passed.
         Returns (topic, topic id, partition, error) per partition, in request order."""
         self.controller_epoch = max(self.controller_epoch, request.controller_epoch)
+        self._configs_of_request.clear()
         now = now_ms()
         results: list[tuple[str, uuid.UUID | None, int, ErrorCode]] = []
         changed: list[Partition] = []
@@ -394,11 +404,29 @@ class ReplicaManager:
         changed.append(partition)
         return ErrorCode.NONE
 
+    def _topic_configs(self, topic: str) -> Mapping[str, str]:
+        """The topic's configs, or none (the broker's defaults) when they cannot be used: the
+        controller validated them, so a failure here is a store problem, logged, not fatal."""
+        cached = self._configs_of_request.get(topic)
+        if cached is not None:
+            return cached
+        try:
+            configs = self.topic_configs(topic)
+            validate_topic_configs(configs)
+        except Exception as exc:
+            log.warning("topic %s: using the broker's defaults, its configs failed: %s", topic, exc)
+            configs = {}
+        self._configs_of_request[topic] = configs
+        return configs
+
     def _create_partition(
         self, topic: str, index: int, topic_id: uuid.UUID | None, now: int
     ) -> Partition:
         key = (topic, index)
-        log_ = self.log_manager.get_or_create_log(topic, index, topic_id)
+        overrides = self._topic_configs(topic)
+        log_ = self.log_manager.get_or_create_log(
+            topic, index, topic_id, log_config_for(self.log_manager.default_config, overrides)
+        )
         state = ProducerStateManager(f"{topic}-{index}")
         rebuild_producer_state(state, log_, now)
         partition = Partition(
@@ -408,7 +436,7 @@ class ReplicaManager:
             log_,
             state,
             high_watermark=self._stored_hws.get(key, 0),
-            settings=self.settings,
+            settings=replication_settings_for(self.settings, overrides),
             brokers=self.metadata_cache,
         )
         self.partitions[key] = partition

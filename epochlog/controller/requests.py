@@ -18,6 +18,7 @@ from typing import Any
 from kazoo.client import KazooClient
 
 from epochlog.broker.config import BrokerConfig
+from epochlog.broker.topic_configs import TopicConfigError, validate_topic_configs
 from epochlog.controller.alter_partition import (
     AlterPartitionDecision,
     IsrProposal,
@@ -93,6 +94,10 @@ class ControllerRequests:
             return fail(ErrorCode.INVALID_TOPIC_EXCEPTION, str(exc))
         if topic.name in self.ctx.topic_ids:
             return fail(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {topic.name!r} already exists")
+        try:
+            validate_topic_configs({c.name: c.value for c in topic.configs})
+        except TopicConfigError as exc:
+            return fail(ErrorCode.INVALID_CONFIG, str(exc))
         configs = {c.name: c.value for c in topic.configs if c.value is not None}
         if topic.assignments:
             if topic.num_partitions != -1 or topic.replication_factor != -1:

@@ -8,10 +8,14 @@ with SIGKILL, and every acknowledged record must still be there.
 
 from __future__ import annotations
 
+import time
+
+import confluent_kafka as ck
 import confluent_kafka.admin
 import pytest
 
-from epochlog.client import Admin
+from epochlog.client import Admin, KafkaError, NewTopic
+from epochlog.protocol.errors import ErrorCode
 from epochlog.testing.cluster import LocalCluster
 from tests.integration.interop import (
     Record,
@@ -101,6 +105,54 @@ def test_describe_cluster_shows_broker_epochs_and_other_clients_skip_them(cluste
     librdkafka = confluent_kafka.admin.AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     nodes = librdkafka.describe_cluster().result(10).nodes
     assert sorted(node.id for node in nodes) == sorted(epochs)
+
+
+def test_topic_configs_are_validated_and_applied(cluster):
+    with Admin({"bootstrap.servers": cluster.bootstrap_servers}) as admin:
+        refused = admin.create_topics([NewTopic("bad-config", 1, 3, {"retention.ms": "soon"})])
+        error = refused["bad-config"]
+        assert isinstance(error, KafkaError) and error.code is ErrorCode.INVALID_CONFIG
+        assert "retention.ms" in str(error)
+        assert "bad-config" not in admin.list_topics()
+        created = admin.create_topics(
+            [NewTopic("configured", 1, 3, {"segment.bytes": "2048", "min.insync.replicas": "3"})]
+        )
+        assert created == {"configured": None}
+    producer = ck.Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
+    for i in range(40):  # 20 batches of ~1 KiB
+        producer.produce("configured", b"v" * 500, key=b"%d" % i)
+        if i % 2:
+            assert producer.flush(30) == 0
+    # segment.bytes=2048 rolled every replica's log many times (the default is 1 GiB).
+    for broker in cluster.brokers.values():
+        segments = list((broker.directory / "logs").rglob("configured-0/*.log"))
+        assert len(segments) > 3, (broker.broker_id, segments)
+    # min.insync.replicas=3: with one replica down, acks=all is refused on this topic only.
+    with Admin({"bootstrap.servers": cluster.bootstrap_servers}) as admin:
+        leader = admin.describe_topics(["configured"])["configured"].partitions[0].leader
+    victim = next(b for b in cluster.brokers if b not in (cluster.controller_id(), leader))
+    cluster.kill_broker(victim)
+    try:
+        errors: list[object] = []
+        strict = ck.Producer(
+            {
+                "bootstrap.servers": cluster.bootstrap_servers,
+                "acks": "all",
+                "retries": 0,  # report the broker's error, not the timeout of the retries
+                "message.timeout.ms": 10000,
+            }
+        )
+        deadline = time.monotonic() + 30
+        while victim in cluster.zk_state()["brokers"]:  # its session expires, the ISR shrinks
+            assert time.monotonic() < deadline, "the killed broker's registration stayed"
+            time.sleep(0.2)
+        time.sleep(1)  # the controller's LeaderAndIsr with the smaller ISR reaches the leader
+        strict.produce("configured", b"x", on_delivery=lambda err, _m: errors.append(err))
+        strict.flush(15)
+        assert errors and errors[0] is not None
+        assert errors[0].code() == ck.KafkaError.NOT_ENOUGH_REPLICAS
+    finally:
+        cluster.start_broker(victim)
 
 
 def test_every_acknowledged_record_survives_restarting_all_brokers(cluster, acknowledged):

@@ -1,0 +1,84 @@
+"""Topic-level configs (`topics create --config`, CreateTopics' configs): which of Kafka's keys a
+topic may set here, their validation, and what they change.
+
+- The storage keys (`segment.bytes`, `retention.ms`, `retention.bytes`, `max.message.bytes`, ...)
+  override the broker's defaults in the partition's `LogConfig`;
+- `min.insync.replicas` overrides the broker's for acks=all produce and the HW rule;
+- `unclean.leader.election.enable` is read by the controller when it elects;
+- `cleanup.policy` may only be `delete` (there is no log compaction here).
+
+The controller validates a new topic's configs before writing anything (INVALID_CONFIG naming
+the key); a broker applies them when it creates the partition's log, reading them from
+ZooKeeper as Kafka's ZooKeeper-mode brokers do.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+from epochlog.broker.isr_rules import ReplicationSettings
+from epochlog.storage.config import TOPIC_CONFIG_FIELDS, LogConfig
+
+BOOLEANS = ("true", "false")
+OTHER_KEYS = ("cleanup.policy", "min.insync.replicas", "unclean.leader.election.enable")
+KNOWN_KEYS = tuple(sorted((*TOPIC_CONFIG_FIELDS, *OTHER_KEYS)))
+
+
+class TopicConfigError(ValueError):
+    """A topic config that cannot be applied; the message names the key."""
+
+
+def validate_topic_configs(configs: Mapping[str, str | None]) -> None:
+    """Raise TopicConfigError for the first unknown key or bad value."""
+    storage: dict[str, str] = {}
+    for key, value in configs.items():
+        if key not in KNOWN_KEYS:
+            raise TopicConfigError(
+                f"unknown topic config {key!r}; known: {', '.join(KNOWN_KEYS)}"
+            )
+        if value is None:
+            raise TopicConfigError(f"topic config {key} has no value")
+        if key in TOPIC_CONFIG_FIELDS:
+            storage[key] = value
+        elif key == "min.insync.replicas":
+            _positive_int(key, value)
+        elif key == "unclean.leader.election.enable":
+            if value.strip().lower() not in BOOLEANS:
+                raise TopicConfigError(f"topic config {key}={value!r} is not true or false")
+        elif key == "cleanup.policy" and value.strip() != "delete":
+            raise TopicConfigError(
+                f"topic config cleanup.policy={value!r}: only 'delete' is supported (no compaction)"
+            )
+    try:
+        LogConfig().with_topic_overrides(storage)
+    except ValueError as exc:
+        raise TopicConfigError(str(exc)) from None
+
+
+def log_config_for(base: LogConfig, configs: Mapping[str, str]) -> LogConfig:
+    """The broker's log defaults with the topic's storage overrides applied."""
+    storage = {k: v for k, v in configs.items() if k in TOPIC_CONFIG_FIELDS}
+    return base.with_topic_overrides(storage) if storage else base
+
+
+def replication_settings_for(
+    base: ReplicationSettings, configs: Mapping[str, str]
+) -> ReplicationSettings:
+    """The broker's replication settings with the topic's min.insync.replicas, if it has one."""
+    value = configs.get("min.insync.replicas")
+    if value is None:
+        return base
+    return dataclasses.replace(
+        base, min_insync_replicas=_positive_int("min.insync.replicas", value)
+    )
+
+
+def _positive_int(key: str, value: str) -> int:
+    try:
+        number = int(value.strip())
+    except ValueError:
+        raise TopicConfigError(f"topic config {key}={value!r} is not an integer") from None
+    if number < 1:
+        raise TopicConfigError(f"topic config {key}={value!r} must be at least 1")
+    return number

@@ -1,0 +1,47 @@
+"""Topic-level configs: validation names the bad key, overrides reach the log and the ISR rule."""
+
+from __future__ import annotations
+
+import pytest
+
+from epochlog.broker.isr_rules import ReplicationSettings
+from epochlog.broker.topic_configs import (
+    TopicConfigError,
+    log_config_for,
+    replication_settings_for,
+    validate_topic_configs,
+)
+from epochlog.storage.config import LogConfig
+
+
+def test_known_configs_pass_and_apply():
+    configs = {
+        "segment.bytes": "1048576",
+        "retention.ms": "60000",
+        "min.insync.replicas": "2",
+        "unclean.leader.election.enable": "TRUE",
+        "cleanup.policy": "delete",
+    }
+    validate_topic_configs(configs)
+    log_config = log_config_for(LogConfig(), configs)
+    assert log_config.segment_bytes == 1048576 and log_config.retention_ms == 60000
+    assert replication_settings_for(ReplicationSettings(), configs).min_insync_replicas == 2
+    assert log_config_for(LogConfig(), {}) == LogConfig()
+    assert replication_settings_for(ReplicationSettings(), {}) == ReplicationSettings()
+
+
+@pytest.mark.parametrize(
+    ("configs", "named"),
+    [
+        ({"segment.byte": "1"}, "'segment.byte'"),
+        ({"retention.ms": "soon"}, "retention.ms"),
+        ({"min.insync.replicas": "0"}, "min.insync.replicas"),
+        ({"min.insync.replicas": "two"}, "min.insync.replicas"),
+        ({"unclean.leader.election.enable": "yes"}, "unclean.leader.election.enable"),
+        ({"cleanup.policy": "compact"}, "cleanup.policy"),
+        ({"retention.bytes": None}, "retention.bytes"),
+    ],
+)
+def test_a_bad_config_is_refused_naming_its_key(configs, named):
+    with pytest.raises(TopicConfigError, match=named.replace(".", r"\.")):
+        validate_topic_configs(configs)
