@@ -58,6 +58,7 @@ from epochlog.protocol import messages as m
 from epochlog.protocol.api import ApiKey
 from epochlog.protocol.errors import CorruptRecordError, ErrorCode, InvalidRecordError
 from epochlog.storage import StorageError
+from epochlog.storage.checkpoint import deferred_checkpoints
 from epochlog.testing.faults import NO_FAULTS, FaultInjector
 
 log = logging.getLogger(__name__)
@@ -273,24 +274,29 @@ class ReplicaFetcher:
                 self._on_error(state, top_error, now)
             return
         out_of_range: list[PartitionFetchState] = []
-        for topic in response.responses:
-            name = (
-                self.rm.topic_name_for_id(topic.topic_id) if version >= 13 else topic.topic
-            ) or ""
-            for data in topic.partitions:
-                state = by_key.get((name, data.partition_index))
-                if state is None:
-                    continue
-                partition = self._current(state)
-                if partition is None:
-                    continue
-                error = ErrorCode.of(data.error_code)
-                if error is ErrorCode.OFFSET_OUT_OF_RANGE:
-                    out_of_range.append(state)
-                elif error is ErrorCode.NONE:
-                    self._on_data(partition, state, data, version, now)
-                else:
-                    self._on_error(state, error, now)
+        # The first batches of a new leader epoch change each partition's epoch cache: after a
+        # failover that is thousands of checkpoint files, written off the loop afterwards.
+        with deferred_checkpoints() as deferred:
+            for topic in response.responses:
+                name = (
+                    self.rm.topic_name_for_id(topic.topic_id) if version >= 13 else topic.topic
+                ) or ""
+                for data in topic.partitions:
+                    state = by_key.get((name, data.partition_index))
+                    if state is None:
+                        continue
+                    partition = self._current(state)
+                    if partition is None:
+                        continue
+                    error = ErrorCode.of(data.error_code)
+                    if error is ErrorCode.OFFSET_OUT_OF_RANGE:
+                        out_of_range.append(state)
+                    elif error is ErrorCode.NONE:
+                        self._on_data(partition, state, data, version, now)
+                    else:
+                        self._on_error(state, error, now)
+        if deferred:
+            self.rm.write_deferred_checkpoints(deferred)
         for state in out_of_range:
             await self._on_out_of_range(connection, state)
 

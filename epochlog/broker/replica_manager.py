@@ -321,10 +321,12 @@ class ReplicaManager:
             self.on_become_follower(followers)
         self._leader_and_isr_generation = self.epoch_holder.epoch
         if deferred:
-            self._write_deferred_checkpoints(deferred)
+            self.write_deferred_checkpoints(deferred)
         return results
 
-    def _write_deferred_checkpoints(self, checkpoints: Iterable[DeferrableEpochCheckpoint]) -> None:
+    def write_deferred_checkpoints(self, checkpoints: Iterable[DeferrableEpochCheckpoint]) -> None:
+        """Write epoch checkpoints deferred by a request, in a worker thread (see
+        DeferrableEpochCheckpoint for why that is safe)."""
         pending = list(checkpoints)
         try:
             loop = asyncio.get_running_loop()
