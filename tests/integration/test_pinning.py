@@ -103,15 +103,14 @@ class Pinned:
 
 
 @pytest.fixture(scope="module")
-def pinned(zookeeper) -> Iterator[Pinned]:
+def pinned(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pinned]:
     chroot = f"/pinning-{os.getpid()}"
     root = connect(zookeeper.connect_string, session_timeout_ms=SESSION_MS)
     root.ensure_path(chroot)
     close_client(root)
     hosts = zookeeper.connect_string + chroot
-    directory = f"/tmp/epochlog-pinning-{os.getpid()}"
     cluster = LocalCluster(
-        directory,
+        tmp_path_factory.mktemp("pinning"),
         len(BROKERS),
         zookeeper=hosts,
         zk_session_timeout_ms=SESSION_MS,
@@ -130,7 +129,6 @@ def pinned(zookeeper) -> Iterator[Pinned]:
         if zk is not None:
             close_client(zk)
         cluster.close()
-        subprocess.run(["rm", "-rf", directory], check=False)
 
 
 @pytest.fixture(autouse=True)
