@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Coroutine
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
@@ -69,6 +70,7 @@ class ControllerElector:
         self._listener: Any = None
         self._dirty = False
         self._runner: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Task[None]] = set()  # strong references until done
 
     @property
     def active_controller(self) -> Controller | None:
@@ -121,7 +123,7 @@ class ControllerElector:
         if state == KazooState.LOST:
             # The ephemerals (/controller, the ready node) went with the session: stop at once.
             self.holding_ready = False
-            asyncio.get_running_loop().create_task(self._resigned())
+            self._in_background(self._resigned())
         elif state == KazooState.CONNECTED:
             self._reconcile_soon()
 
@@ -200,7 +202,12 @@ class ControllerElector:
             await run_blocking(controller.writer.resign)
 
     def _on_resign(self) -> None:
-        asyncio.get_running_loop().create_task(self._resigned())
+        self._in_background(self._resigned())
+
+    def _in_background(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def _resigned(self) -> None:
         async with self._lock:
