@@ -36,6 +36,7 @@ from epochlog.client.metadata import BrokerNode, ClusterMetadata, PartitionInfo,
 from epochlog.client.partitioner import murmur2, partition_for_key
 from epochlog.client.producer import AsyncProducer, RecordMetadata
 from epochlog.client.sync import Admin, Consumer, Producer
+from epochlog.protocol.messages.pin_controller import PinState, PinStatus
 
 __all__ = [
     "Admin",
@@ -63,6 +64,8 @@ __all__ = [
     "OffsetAndTimestamp",
     "OffsetOutOfRangeError",
     "PartitionInfo",
+    "PinState",
+    "PinStatus",
     "Producer",
     "RecordMetadata",
     "RequestTimedOutError",
