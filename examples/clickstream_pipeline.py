@@ -10,7 +10,10 @@
 So the Parquet table sees every count once even when a broker dies or a query restarts, and
 its totals equal the number of events produced. Windows are emitted in append mode once the
 watermark passes them; the generator ends with one far-future "__end__" event per partition,
-which moves the watermark past every real window and is itself filtered out.
+which moves the watermark past every real window. The marker is dropped only after the
+`explode` of its dimensions: Spark's optimizer pushes a filter that does not name the event-time
+column below the watermark (PushPredicateThroughNonJoin), so a `page != "__end__"` filter right
+after `withWatermark` would hide the markers from it and the last windows would never close.
 
 Run it against any cluster (local mode or a Spark cluster, unchanged):
 
@@ -96,12 +99,18 @@ class ClickGenerator:
                 pause = start_wall + (i + 1) / self.rate - time.time()
                 if pause > 0:
                     time.sleep(pause)
-                if progress is not None and i % int(self.rate) == 0:
+                if progress is not None and i % max(1, int(self.rate)) == 0:
                     progress(self.sent, self.acked)
             producer.flush(120)
             end_ms = self.last_event_ms + 10 * 60_000  # closes every real window
             for p in range(partitions):
-                end = {"id": -1, "event_time": end_ms, "page": END_PAGE, "country": "", "user": ""}
+                end = {
+                    "id": -1,
+                    "event_time": end_ms,
+                    "page": END_PAGE,
+                    "country": END_PAGE,
+                    "user": "",
+                }
                 producer.send(EVENTS_TOPIC, json.dumps(end).encode(), partition=p)
             producer.flush(120)
         finally:
@@ -144,7 +153,6 @@ def start_counts_job(
         .select("e.*")
         .withColumn("ts", F.timestamp_millis("event_time"))
         .withWatermark("ts", WATERMARK)
-        .where(F.col("page") != END_PAGE)  # after the watermark: the end marker still moves it
     )
     dimensions = events.select(
         "ts",
@@ -155,6 +163,8 @@ def start_counts_job(
             )
         ).alias("d"),
     ).select("ts", "d.dimension", "d.value")
+    # Not pushed below the watermark: it names a column the explode makes (module docstring).
+    dimensions = dimensions.where(F.col("value") != END_PAGE)
     counts = dimensions.groupBy(F.window("ts", WINDOW), "dimension", "value").count()
     out = counts.select(
         F.concat_ws(
@@ -261,12 +271,26 @@ def write_chart(path: Path, produced: dict[int, int], counted: dict[int, int]) -
 # ------------------------------------------------------------------------------ stand-alone
 
 
+def ensure_topics(bootstrap: str, partitions: int = 6, replication_factor: int = -1) -> None:
+    """Create the pipeline's topics if they do not exist yet (-1: the brokers' default)."""
+    from epochlog.client import Admin
+
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        existing = set(admin.list_topics())
+        for topic, count in ((EVENTS_TOPIC, partitions), (COUNTS_TOPIC, 2)):
+            if topic not in existing:
+                admin.create_topic(topic, count, replication_factor)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--bootstrap-servers", required=True)
     parser.add_argument("--dir", required=True, help="checkpoints and the Parquet table")
     parser.add_argument("--generate", type=int, default=0, help="also produce N events")
     parser.add_argument("--rate", type=float, default=300.0)
+    parser.add_argument("--partitions", type=int, default=6, help="of a new events topic")
+    parser.add_argument("--replication-factor", type=int, default=-1, help="of new topics")
+    parser.add_argument("--trigger", default="5 seconds", help="micro-batch interval")
     parser.add_argument("--wait", type=float, default=120.0, help="seconds to wait for totals")
     args = parser.parse_args()
     from pyspark.sql import SparkSession
@@ -275,27 +299,41 @@ def main() -> int:
 
     spark = SparkSession.builder.appName("clickstream").getOrCreate()
     register(spark)
+    ensure_topics(args.bootstrap_servers, args.partitions, args.replication_factor)
     root = Path(args.dir)
     table = str(root / "counts-table")
-    counts = start_counts_job(spark, args.bootstrap_servers, str(root / "ckpt-counts"))
-    tables = start_table_job(spark, args.bootstrap_servers, table, str(root / "ckpt-table"))
+    counts = start_counts_job(
+        spark, args.bootstrap_servers, str(root / "ckpt-counts"), args.trigger
+    )
+    tables = start_table_job(
+        spark, args.bootstrap_servers, table, str(root / "ckpt-table"), args.trigger
+    )
     generator = ClickGenerator(args.bootstrap_servers, args.generate, args.rate)
     if args.generate:
-        generator.run(partitions=6)
+        generator.run(partitions=args.partitions)
     deadline = time.monotonic() + args.wait
     totals = table_totals(spark, table)
     while time.monotonic() < deadline and totals["page"] < generator.acked:
+        for query in (counts, tables):
+            if query.exception() is not None:
+                raise RuntimeError(f"query {query.name} failed") from query.exception()
         time.sleep(2)
         totals = table_totals(spark, table)
     counts.stop()
     tables.stop()
+    context = spark.sparkContext
     print(
         json.dumps(
             {
+                "master": context.master,
+                # block managers: the driver's and one per executor (local mode: the driver's)
+                "executors": max(1, context._jsc.sc().getExecutorMemoryStatus().size() - 1),
                 "produced": generator.acked,
                 "page": totals["page"],
                 "country": totals["country"],
                 "repeated": totals["repeated"],
+                "per_minute_equal": {str(k): v for k, v in totals["per_minute"].items()}
+                == {str(k): v for k, v in generator.acked_per_minute.items()},
             }
         )
     )

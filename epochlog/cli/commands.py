@@ -395,6 +395,22 @@ def cmd_demo(args: argparse.Namespace, console: Console) -> int:
         from epochlog.cli.storage_demo import run as storage_demo
 
         return 0 if storage_demo(Path(args.dir), console) else 1
-    from epochlog.cli.cluster_demo import run as cluster_demo
+    for name in ("events", "rate"):
+        value = getattr(args, name, None)
+        if value is not None and value <= 0:
+            console.print(f"[red]error:[/] --{name} must be positive, not {value}")
+            return 2
+    if args.no_spark:
+        from epochlog.cli.cluster_demo import run as cluster_demo
 
-    return 0 if cluster_demo(Path(args.dir), console) else 1
+        sizes = {k: v for k, v in (("events", args.events), ("rate", args.rate)) if v is not None}
+        return 0 if cluster_demo(Path(args.dir), console, **sizes) else 1
+    from epochlog.cli.spark_demo import DemoSettings
+    from epochlog.cli.spark_demo import run as spark_demo
+
+    settings = DemoSettings()
+    if args.events is not None:
+        settings.events = args.events
+    if args.rate is not None:
+        settings.rate = args.rate
+    return 0 if spark_demo(Path(args.dir), console, settings) else 1

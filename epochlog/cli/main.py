@@ -112,6 +112,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="run the demo and print a summary")
     demo.add_argument("--storage", action="store_true", help="the storage crash-recovery demo")
+    demo.add_argument(
+        "--no-spark",
+        action="store_true",
+        help="the cluster demo without Spark (records produced and read back, a leader killed)",
+    )
+    demo.add_argument("--events", type=int, help="events to produce (Spark demo: 9000)")
+    demo.add_argument("--rate", type=float, help="events per second (Spark demo: 250)")
     _add_dir(demo)
     return parser
 
