@@ -108,21 +108,25 @@ def test_leader_killed_mid_stream_loses_nothing(spark, three_brokers, tmp_path, 
         .start()
     )
     try:
+        deadline = time.monotonic() + 180
+        while query.lastProgress is None:  # running (batch 0 done) before records flow
+            assert query.exception() is None, query.exception()
+            assert time.monotonic() < deadline, "no micro-batch in 180 s"
+            time.sleep(0.2)
         producer = SteadyProducer(bootstrap, source, RECORDS, RATE)
         producer.start()
-        deadline = time.monotonic() + 180
         while producer.sent < RECORDS // 3 or _rows_read(query) == 0:
             assert query.exception() is None, query.exception()
             assert time.monotonic() < deadline, "the query read nothing in 180 s"
             time.sleep(0.2)
-        copied_before_kill = _rows_read(query)
+        sent_at_kill = producer.sent
         cluster.kill_broker(victim)
         time.sleep(2)
         cluster.start_broker(victim)
         producer.join(180)
         assert not producer.is_alive() and not producer.failed, producer.failed[:5]
         assert len(producer.acked) == RECORDS
-        assert producer.sent > copied_before_kill  # records kept coming after the kill
+        assert sent_at_kill < RECORDS, "the producer was done before the kill: not mid-stream"
 
         deadline = time.monotonic() + 240
         while True:
