@@ -8,8 +8,10 @@ In one run, on the same machine, with the same client settings:
 Each target gets a 16-partition topic with replication factor 1 (`--rf` to change), and N
 records of 100 bytes and of 1 KiB are produced with acks=all and read back with assign(). Runs
 alternate between the targets and the table shows medians (the machine is shared and noisy).
-Consume rates are steady-state: the clock starts at the first records, after connections and
-offset lookups, with librdkafka allowed to prefetch freely on both targets.
+Produce and consume rates are steady-state: produce is timed after one acknowledged warm-up
+record per partition (a just-created topic's followers are still starting), consume from the
+first records, after connections and offset lookups, with librdkafka allowed to prefetch
+freely on both targets.
 Targets from the issue: produce >= 1.0x the mock's msg/s, consume >= 2x the mock's msg/s.
 
 Run: `.venv/bin/python bench/throughput.py [--messages 200000] [--rf 1]`.
@@ -91,6 +93,12 @@ def produce(bootstrap: str, topic: str, n: int, size: int, progress: Progress) -
     )
     producer.list_topics(topic, timeout=10)  # metadata first: not timed
     value = os.urandom(size)
+    # Warm-up, not timed, on both targets alike: one acknowledged record per partition, so the
+    # clock measures steady state, not a just-created topic's followers starting to fetch.
+    for partition in range(PARTITIONS):
+        producer.produce(topic, value, partition=partition)
+    if producer.flush(60):
+        raise RuntimeError(f"warm-up records to {topic} were not acknowledged")
     task = progress.add_task(f"produce {size} B", total=n)
     failed = []
     delivered = [0]

@@ -13,6 +13,9 @@ over. Data never passes through Python while the client keeps up, and ordering i
 sendfile only ever runs with an empty transport buffer. Writing to the socket behind the
 transport is safe for that reason, on uvloop as on the standard loop.
 
+Small responses (up to `SMALL_RESPONSE_BYTES` in all) skip all this: their slices are read with
+pread and the frame goes out in one write.
+
 Why not `loop.sendfile`: uvloop does not implement it at all (`AbstractEventLoop.sendfile`
 raises NotImplementedError), and on the standard loop every call drains the transport, pauses
 reading and awaits a future. Measured with a broker process on loopback (2 cores, a Python
@@ -47,6 +50,10 @@ from epochlog.protocol.codec import SegmentedBuffer
 from epochlog.storage import FileSlice
 
 COPY_CHUNK = 256 * 1024
+# A response this small is read into memory and written at once: a replica fetch under a steady
+# produce load carries a few KiB from each of many partitions, and a write plus a sendfile per
+# partition cost more system calls than a pread each and one write.
+SMALL_RESPONSE_BYTES = 64 * 1024
 
 
 class SendMode(enum.Enum):
@@ -69,6 +76,9 @@ async def send_segmented(
     mode: SendMode = SendMode.DIRECT,
 ) -> None:
     """Write a whole segmented frame in order."""
+    if buf.total_size <= SMALL_RESPONSE_BYTES:
+        transport.write(assembled(buf))
+        return
     view = memoryview(buf)
     try:
         pos = 0
@@ -94,6 +104,21 @@ async def send_segmented(
             transport.write(bytes(view[pos:]))
     finally:
         view.release()
+
+
+def assembled(buf: SegmentedBuffer) -> bytes:
+    """The whole frame in memory, the slices read with pread."""
+    out = bytearray()
+    pos = 0
+    for position, file_slice in buf.slices:
+        out += buf[pos:position]
+        data = file_slice.read_bytes()
+        if len(data) != len(file_slice):
+            raise SliceTruncatedError(f"read {len(data)} of {len(file_slice)} bytes")
+        out += data
+        pos = position
+    out += buf[pos:]
+    return bytes(out)
 
 
 async def send_file_slice(

@@ -106,7 +106,8 @@ def test_loop_sendfile_mode_on_the_standard_loop(tmp_path):
 
 
 @pytest.mark.parametrize("mode", [SendMode.DIRECT, SendMode.COPY])
-def test_a_slice_longer_than_its_file_is_truncated(tmp_path, mode):
-    buf, _ = segmented(tmp_path, [100], declared_extra=50)
+@pytest.mark.parametrize("size", [100, 200_000], ids=["in-memory", "sendfile"])
+def test_a_slice_longer_than_its_file_is_truncated(tmp_path, mode, size):
+    buf, _ = segmented(tmp_path, [size], declared_extra=50)
     with pytest.raises(SliceTruncatedError):
         send(buf, mode)
