@@ -136,15 +136,34 @@ def start_counts_job(
     spark: Any, bootstrap: str, checkpoint: str, trigger: str = "5 seconds"
 ) -> Any:
     """Job 1: events -> windowed counts per page and per country -> COUNTS_TOPIC, exactly once."""
-    from pyspark.sql import functions as F
-
-    events = (
+    source = (
         spark.readStream.format("epochlog")
         .option("bootstrap.servers", bootstrap)
         .option("subscribe", EVENTS_TOPIC)
         .option("startingOffsets", "earliest")
         .load()
-        .select(
+    )
+    return (
+        windowed_counts(source)
+        .writeStream.format("epochlog")
+        .queryName("counts")
+        .outputMode("append")
+        .option("bootstrap.servers", bootstrap)
+        .option("topic", COUNTS_TOPIC)
+        .option("deliveryGuarantee", "exactly-once")
+        .option("checkpointLocation", checkpoint)
+        .trigger(processingTime=trigger)
+        .start()
+    )
+
+
+def windowed_counts(source: Any) -> Any:
+    """Events (a streaming DataFrame with the JSON event in `value`) -> one row per closed
+    (1-minute window, dimension, value): key "dimension|value|window start s", value JSON."""
+    from pyspark.sql import functions as F
+
+    events = (
+        source.select(
             F.from_json(
                 F.col("value").cast("string"),
                 "id long, event_time long, page string, country string, user string",
@@ -179,17 +198,7 @@ def start_counts_job(
             )
         ).alias("value"),
     )
-    return (
-        out.writeStream.format("epochlog")
-        .queryName("counts")
-        .outputMode("append")
-        .option("bootstrap.servers", bootstrap)
-        .option("topic", COUNTS_TOPIC)
-        .option("deliveryGuarantee", "exactly-once")
-        .option("checkpointLocation", checkpoint)
-        .trigger(processingTime=trigger)
-        .start()
-    )
+    return out
 
 
 def start_table_job(

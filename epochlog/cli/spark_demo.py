@@ -49,6 +49,7 @@ def load_pipeline() -> ModuleType:
 def start_spark(app: str = "epochlog-demo") -> Any:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # everything is on loopback
     from pyspark.sql import SparkSession
 
     from epochlog.spark import register
@@ -58,6 +59,7 @@ def start_spark(app: str = "epochlog-demo") -> Any:
         .appName(app)
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")  # stage bars garble the demo's lines
         .config("spark.python.authenticate.socketTimeout", "120s")
         .config("spark.driver.memory", "1g")
         .getOrCreate()
@@ -238,8 +240,8 @@ def _drive(
         if bounce.killed_at is not None:
             state = f"broker {leader} back" if bounce.seconds else f"broker {leader} killed"
         console.print(
-            f"  events sent {sent:>6,}  acknowledged {acked:>6,}  ({state}; counts job "
-            f"batch {_last_batch(counts_job)}, table job batch {_last_batch(table_job)})"
+            f"  sent {sent:>6,}  acked {acked:>6,}  {state:<15}  micro-batches: counts "
+            f"{_last_batch(counts_job)}, table {_last_batch(table_job)}"
         )
 
     generator.run(PARTITIONS, progress)
@@ -316,8 +318,8 @@ def _wait_for_table(
         if now - last_report > 10:
             last_report = now
             console.print(
-                f"  table: {totals['page']:,} of {produced:,} events counted (counts job batch "
-                f"{_last_batch(queries[0])}, table job batch {_last_batch(queries[1])})"
+                f"  table: {totals['page']:,} of {produced:,} events counted (micro-batches: "
+                f"counts {_last_batch(queries[0])}, table {_last_batch(queries[1])})"
             )
         time.sleep(1)
         totals = pipeline.table_totals(spark, table)
@@ -343,13 +345,12 @@ def _print_summary(
     summary.add_row("counted in Parquet, per country", f"{totals['country']:,}")
     summary.add_row("windows written twice", f"{totals['repeated']:,}")
     if settings.kill_leader:
+        summary.add_row("leader of clickstream-0 killed -9", f"broker {bounce.leader}")
         if bounce.error is not None:
-            summary.add_row(f"leader of clickstream-0 (broker {bounce.leader})", bounce.error)
+            summary.add_row("  the kill or restart failed", bounce.error)
         else:
-            summary.add_row(
-                f"leader of clickstream-0 (broker {bounce.leader}) killed -9 after",
-                f"{bounce.killed_at or 0:,} events sent, {bounce.rows_read_before:,} read by Spark",
-            )
+            summary.add_row("  events sent when killed", f"{bounce.killed_at or 0:,}")
+            summary.add_row("  events Spark had read by then", f"{bounce.rows_read_before:,}")
             summary.add_row("  restarted and registered after", f"{bounce.seconds or 0:.1f} s")
     summary.add_row("pipeline wall time", f"{elapsed:.0f} s")
     console.print(summary)

@@ -19,7 +19,7 @@ def test_spark_demo_counts_every_event_once_through_a_leader_kill(spark, tmp_pat
     assert run_spark_demo(tmp_path, console, settings, spark=spark)
     text = console.export_text()
     assert "counted in Parquet, per page" in text and "2,000 of 2,000" in text
-    assert "killed -9 after" in text
+    assert "leader of clickstream-0 killed -9" in text and "events sent when killed" in text
     assert "OK: every event was counted exactly once" in text
     assert (tmp_path / "spark-demo" / "events_per_minute.png").stat().st_size > 1000
     assert not spark.streams.active  # the demo stopped its queries; the session is the test's
