@@ -32,3 +32,13 @@ def test_cluster_demo_keeps_every_acknowledged_event_through_a_leader_kill(tmp_p
     text = console.export_text()
     assert "lost (acknowledged, not read)" in text
     assert "OK: every event was acknowledged and read back exactly once." in text
+
+
+def test_demo_refuses_a_non_positive_size_before_starting_anything(tmp_path, capsys) -> None:
+    from epochlog.cli.main import main
+
+    assert main(["demo", "--events", "0", "--dir", str(tmp_path)]) == 2
+    assert main(["demo", "--no-spark", "--rate", "-5", "--dir", str(tmp_path)]) == 2
+    out = capsys.readouterr().out
+    assert "--events must be positive, not 0" in out and "--rate must be positive, not -5" in out
+    assert list(tmp_path.iterdir()) == []  # no cluster directory was made
