@@ -145,6 +145,37 @@ class DelayedProduce(DelayedOperation):
         resolve(self.future, self.results)
 
 
+def start_append_records(
+    rm: ReplicaManager,
+    *,
+    timeout_ms: int,
+    required_acks: int,
+    entries: list[tuple[TopicPartition, bytes | None]],
+    version: int,
+) -> asyncio.Future[dict[TopicPartition, ProducePartitionResult]]:
+    """Append every partition now; the future gets the results, at once or (acks=all) once
+    they are replicated."""
+    now = now_ms()
+    results = {
+        key: append_to_leader(rm, key, records, required_acks, version, now)
+        for key, records in entries
+    }
+    future: asyncio.Future[dict[TopicPartition, ProducePartitionResult]] = (
+        asyncio.get_running_loop().create_future()
+    )
+    required = {
+        key: result.last_offset + 1
+        for key, result in results.items()
+        if result.error is ErrorCode.NONE
+    }
+    if required_acks != -1 or not required:
+        future.set_result(results)
+        return future
+    op = DelayedProduce(timeout_ms, rm, required, results, future)
+    rm.produce_purgatory.try_complete_else_watch(op, list(required))
+    return future
+
+
 async def append_records(
     rm: ReplicaManager,
     *,
@@ -154,23 +185,6 @@ async def append_records(
     version: int,
 ) -> dict[TopicPartition, ProducePartitionResult]:
     """Append every partition; with acks=all, wait until they are replicated."""
-    now = now_ms()
-    results = {
-        key: append_to_leader(rm, key, records, required_acks, version, now)
-        for key, records in entries
-    }
-    if required_acks != -1:
-        return results
-    required = {
-        key: result.last_offset + 1
-        for key, result in results.items()
-        if result.error is ErrorCode.NONE
-    }
-    if not required:
-        return results
-    future: asyncio.Future[dict[TopicPartition, ProducePartitionResult]] = (
-        asyncio.get_running_loop().create_future()
+    return await start_append_records(
+        rm, timeout_ms=timeout_ms, required_acks=required_acks, entries=entries, version=version
     )
-    op = DelayedProduce(timeout_ms, rm, required, results, future)
-    rm.produce_purgatory.try_complete_else_watch(op, list(required))
-    return await future

@@ -12,8 +12,17 @@ long-poll fetch), write the response, and wait until the transport's buffer is e
 Kafka's muting of a channel while its request is in flight, so responses are in request order.
 Slow requests await futures; nothing blocks the event loop.
 
+One exception: a Produce whose records are appended and now wait for replication (acks=all)
+does not hold the connection. The next request is taken at once; further produces append in
+request order and wait alongside (up to MAX_WAITING_PRODUCES), anything else waits until they
+are answered, and a writer task answers them in order. A client pipelining produces (librdkafka
+keeps many in flight) then waits one replication round trip for many requests, not one each:
+about 3x the acks=all throughput with replication factor 3 here. Answers handled in one step of
+the loop are written together (`_queue_response`).
+
 Bad input closes only the connection it came on:
-- a frame that does not decode (garbage, truncated body, trailing bytes): close, logged;
+- a frame that does not decode (garbage, truncated body): close, logged (bytes after a body
+  are ignored, as Kafka ignores them);
 - an API key or version we do not serve: ApiVersions gets the v0 UNSUPPORTED_VERSION body that
   lists its own range; another API we serve gets its error response with UNSUPPORTED_VERSION
   (encoded at the nearest version we serve, without per-partition entries since the body could
@@ -31,14 +40,17 @@ import contextlib
 import logging
 import socket
 from collections import deque
-from typing import cast
+from collections.abc import Awaitable
+from typing import Any, cast
 
 from epochlog.broker.handlers import HANDLERS, BrokerServices, CloseConnection, ConnectionInfo
 from epochlog.broker.handlers.errors import error_response, nearest_version, unknown_api_response
+from epochlog.broker.handlers.produce import begin_produce
 from epochlog.broker.transmit import SendMode, SliceTruncatedError, send_segmented
 from epochlog.protocol.api import (
     APIS,
     ApiKey,
+    Request,
     decode_request,
     encode_response,
     encode_response_segments,
@@ -50,6 +62,8 @@ from epochlog.protocol.errors import DecodeError, ErrorCode, ProtocolError, Unsu
 log = logging.getLogger(__name__)
 
 MAX_QUEUED_FRAMES = 32
+# Produces of one connection appended and waiting for replication at once (see `_defer_produce`).
+MAX_WAITING_PRODUCES = 16
 _SIZE_BYTES = 4
 
 
@@ -118,6 +132,12 @@ class Connection(asyncio.Protocol):
         # Responses not yet written: pipelined requests answered in one step of the request
         # loop go out in one write when the loop yields (`_flush_responses`), not a send each.
         self._unsent: list[bytes] = []
+        # Produce requests (acks=all) whose records are appended and wait for replication, in
+        # request order, and the task writing their answers in that order (`_defer_produce`).
+        self._waiting_produces: deque[tuple[Request, asyncio.Future[Any]]] = deque()
+        self._produces_answered = asyncio.Event()
+        self._produces_answered.set()
+        self._produce_writer: asyncio.Task[None] | None = None
 
     # ---------------------------------------------------------------- asyncio protocol
 
@@ -176,6 +196,8 @@ class Connection(asyncio.Protocol):
         self._wake(self._drained)
         if self.task is not None and not self.task.done():
             self.task.cancel()
+        if self._produce_writer is not None and not self._produce_writer.done():
+            self._produce_writer.cancel()
 
     def pause_writing(self) -> None:
         self._write_paused = True
@@ -246,6 +268,7 @@ class Connection(asyncio.Protocol):
                     break
                 await self._handle(frame)
             if self._eof and not self._closed:
+                await self._produces_answered.wait()
                 self.close("client closed its side", logging.DEBUG)
         except (asyncio.CancelledError, ConnectionError):
             pass
@@ -257,11 +280,13 @@ class Connection(asyncio.Protocol):
         try:
             request = decode_request(frame)
         except UnsupportedVersionError as exc:
+            await self._produces_answered.wait()
             self._answer_unsupported(frame, exc)
             await self.wait_drained()
             return
         except DecodeError as exc:
             log.warning("bad request from %s: %s", self.info.peer, exc)
+            await self._produces_answered.wait()
             self.close("malformed request")
             return
         api_key, version = request.api_key, request.api_version
@@ -274,8 +299,52 @@ class Connection(asyncio.Protocol):
                 request.header.client_id,
             )
         services = self.server.services
+        if api_key == ApiKey.PRODUCE:
+            if len(self._waiting_produces) >= MAX_WAITING_PRODUCES:
+                await self._produces_answered.wait()
+            try:
+                pending = begin_produce(services, request, self.info)
+            except Exception as exc:  # answered UNKNOWN_SERVER_ERROR by _answer, in order
+                pending = asyncio.get_running_loop().create_future()
+                pending.set_exception(exc)
+            if self._waiting_produces or not pending.done():
+                self._defer_produce(request, pending)
+                return
+            await self._answer(request, pending)
+            return
+        if self._waiting_produces:
+            # Anything else runs after the produces before it are answered, as it would if
+            # the connection took one request at a time.
+            await self._produces_answered.wait()
+        await self._answer(request, HANDLERS[api_key](services, request, self.info))
+
+    def _defer_produce(self, request: Request, pending: asyncio.Future[Any]) -> None:
+        """Take the next request while this produce waits for replication (its records are
+        appended already, so appends stay in request order); answers go out in order."""
+        self._waiting_produces.append((request, pending))
+        self._produces_answered.clear()
+        if self._produce_writer is None or self._produce_writer.done():
+            self._produce_writer = asyncio.get_running_loop().create_task(
+                self._answer_waiting_produces()
+            )
+
+    async def _answer_waiting_produces(self) -> None:
         try:
-            body = await HANDLERS[api_key](services, request, self.info)
+            while self._waiting_produces and not self._closed:
+                request, pending = self._waiting_produces[0]
+                await self._answer(request, pending)
+                self._waiting_produces.popleft()
+        except ConnectionError:
+            pass  # the connection went away: nobody to answer
+        finally:
+            self._waiting_produces.clear()
+            self._produces_answered.set()
+
+    async def _answer(self, request: Request, handling: Awaitable[Any]) -> None:
+        """Wait for a request's handling and write its answer."""
+        api_key, version = request.api_key, request.api_version
+        try:
+            body = await handling
         except CloseConnection as exc:
             self.close(str(exc))
             return

@@ -11,7 +11,9 @@ import time
 
 import pytest
 
-from epochlog.broker.replication_harness import ReplicationCluster, batch, wait_until
+from epochlog.broker.replication_harness import TOPIC, ReplicationCluster, batch, wait_until
+from epochlog.protocol import messages as m
+from epochlog.protocol.api import ApiKey, decode_response, encode_request
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.records import decode_batches
 
@@ -221,3 +223,50 @@ def test_a_follower_behind_the_leaders_log_start_restarts_its_log_there(make_clu
     assert cluster.partition(2, lambda p: p.log_start_offset) == 100
     assert cluster.log_bytes(2) == cluster.log_bytes(1)
     wait_until(lambda: cluster.isr(1) == (1, 2))
+
+
+def test_produces_on_one_connection_wait_for_replication_together_and_answer_in_order(
+    make_cluster,
+):
+    cluster = make_cluster()
+    cluster.assign(leader=1, leader_epoch=0, isr=[1, 2], replicas=[1, 2])
+    assert cluster.produce(1, batch()).error_code == ErrorCode.NONE
+    wait_until(lambda: caught_up(cluster, 2))
+    cluster.faults([{"api": "FETCH", "source": 2, "action": "hold"}])
+    time.sleep(0.3)  # the follower's fetch in flight returns; the next one is held
+    P = m.ProduceRequest
+    frames = [
+        encode_request(
+            ApiKey.PRODUCE,
+            9,
+            correlation,
+            "p",
+            P(
+                acks=-1,
+                timeout_ms=10000,
+                topic_data=[
+                    P.TopicProduceData(
+                        name=TOPIC,
+                        partition_data=[P.PartitionProduceData(index=0, records=batch())],
+                    )
+                ],
+            ),
+        )
+        for correlation in range(1, 6)
+    ]
+    frames.append(encode_request(ApiKey.METADATA, 12, 6, "p", m.MetadataRequest(topics=[])))
+    with cluster.client(1) as client:
+        client.send_bytes(b"".join(frames))
+        # All five are appended while the first still waits for the follower.
+        wait_until(lambda: cluster.leo(1) == 12, what="every produce appended")
+        assert cluster.hw(1) == 2
+        cluster.faults([])
+        answers = [client.read_frame() for _ in frames]
+    correlations = [int.from_bytes(a[:4], "big") for a in answers]
+    assert correlations == [1, 2, 3, 4, 5, 6]
+    offsets = [
+        decode_response(ApiKey.PRODUCE, 9, a)[1].responses[0].partition_responses[0].base_offset
+        for a in answers[:5]
+    ]
+    assert offsets == [2, 4, 6, 8, 10]
+    assert cluster.hw(1) == 12

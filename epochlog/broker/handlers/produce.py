@@ -9,9 +9,10 @@ redirect without a Metadata round trip.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
-from epochlog.broker.appends import ProducePartitionResult, append_records
+from epochlog.broker.appends import ProducePartitionResult, start_append_records
 from epochlog.broker.handlers.context import BrokerServices, CloseConnection, ConnectionInfo
 from epochlog.broker.produce_validation import request_error
 from epochlog.protocol import messages as m
@@ -25,24 +26,61 @@ _REDIRECT = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH)
 async def handle_produce(
     services: BrokerServices, request: Request, connection: ConnectionInfo
 ) -> Any:
+    return await begin_produce(services, request, connection)
+
+
+def begin_produce(
+    services: BrokerServices, request: Request, connection: ConnectionInfo
+) -> asyncio.Future[Any]:
+    """Append now, in request order; the future gets the response body (None for acks=0) or
+    CloseConnection, at once or, with acks=all, once the records are replicated. The server
+    uses the split to take the next request of a connection while one waits for replication."""
     body = request.body
     version = request.api_version
     entries = [((t.name, p.index), p.records) for t in body.topic_data for p in t.partition_data]
+    response: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
     problem = request_error(body.acks, body.transactional_id)
     if problem is not None:
         if body.acks == 0:
-            raise CloseConnection(f"acks=0 produce refused: {problem}")
+            response.set_exception(CloseConnection(f"acks=0 produce refused: {problem}"))
+            return response
         results = {
             key: ProducePartitionResult(problem.error_code, str(problem)) for key, _ in entries
         }
+        response.set_result(_answer(services, body, results, version, connection.listener))
+        return response
+    appended = start_append_records(
+        services.replica_manager,
+        timeout_ms=body.timeout_ms,
+        required_acks=body.acks,
+        entries=entries,
+        version=version,
+    )
+
+    def answer(done: asyncio.Future[dict[tuple[str, int], ProducePartitionResult]]) -> None:
+        if response.done():
+            return
+        try:
+            response.set_result(
+                _answer(services, body, done.result(), version, connection.listener)
+            )
+        except Exception as exc:  # CloseConnection, or a bug reported to the server
+            response.set_exception(exc)
+
+    if appended.done():
+        answer(appended)
     else:
-        results = await append_records(
-            services.replica_manager,
-            timeout_ms=body.timeout_ms,
-            required_acks=body.acks,
-            entries=entries,
-            version=version,
-        )
+        appended.add_done_callback(answer)
+    return response
+
+
+def _answer(
+    services: BrokerServices,
+    body: Any,
+    results: dict[tuple[str, int], ProducePartitionResult],
+    version: int,
+    listener: str,
+) -> Any:
     if body.acks == 0:
         failed = [(key, r) for key, r in results.items() if r.error is not ErrorCode.NONE]
         if failed:
@@ -52,7 +90,7 @@ async def handle_produce(
                 f"{result.message}"
             )
         return None
-    return _response(services, body, results, version, connection.listener)
+    return _response(services, body, results, version, listener)
 
 
 def _response(
