@@ -147,7 +147,10 @@ class BrokerConnection:
         if first:
             self.close_reason = error
         if self._writer is not None:
-            self._writer.close()
+            if error is None:
+                self._writer.close()  # unsent requests still go out
+            else:  # close() would wait for unsent bytes a broker may never read
+                self._writer.transport.abort()
             self._writer = None
         if self._read_task is not None and self._read_task is not asyncio.current_task():
             self._read_task.cancel()
@@ -252,15 +255,25 @@ class BrokerConnection:
             fut.add_done_callback(_retrieve)  # a caller that gave up must not leave it unread
             self._pending[correlation_id] = (api_key, version, fut)
         writer = self._writer
+        timeout = (self.request_timeout_ms if timeout_ms is None else timeout_ms) / 1000
         try:
             writer.write(data)
-            await writer.drain()
+            # A broker that stops reading leaves drain() waiting for socket buffer space: that
+            # wait counts against the request's timeout too, or the request would hang forever.
+            async with asyncio.timeout(timeout):
+                await writer.drain()
+        except TimeoutError:
+            error = RequestTimedOutError(
+                f"{self}: request to API {api_key} v{version} not written within "
+                f"{timeout * 1000:.0f} ms (the broker is not reading)"
+            )
+            self._shutdown(error)
+            raise error from None
         except (OSError, RuntimeError) as exc:
             self._shutdown(ConnectionFailedError(f"{self}: write failed: {exc}"))
             raise _as_connection_error(self, exc) from exc
         if fut is None:
             return None
-        timeout = (self.request_timeout_ms if timeout_ms is None else timeout_ms) / 1000
         try:
             return await wait_for(asyncio.shield(fut), timeout)
         except TimeoutError:

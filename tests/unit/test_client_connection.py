@@ -50,6 +50,8 @@ class FakeBroker:
         self.server: asyncio.base_events.Server | None = None
         self.writers: list[asyncio.StreamWriter] = []
         self.port = 0
+        self.reading = asyncio.Event()  # cleared: the broker stops reading its connections
+        self.reading.set()
 
     async def start(self) -> FakeBroker:
         self.server = await asyncio.start_server(self.serve, "127.0.0.1", 0)
@@ -94,6 +96,7 @@ class FakeBroker:
         self.writers.append(writer)
         try:
             while True:
+                await self.reading.wait()
                 (size,) = struct.unpack(">i", await reader.readexactly(4))
                 frame = await reader.readexactly(size)
                 key, version, corr = struct.unpack_from(">hhi", frame)
@@ -203,6 +206,35 @@ async def test_a_request_timeout_closes_the_connection_and_fails_the_others(brok
     assert conn.closed and len(closed) == 1
     with pytest.raises(ConnectionFailedError):
         await conn.send(m.MetadataRequest(topics=None))
+
+
+def _big_produce(size: int) -> Any:
+    """A Produce request of about `size` bytes (the broker in these tests never decodes it)."""
+    P = m.ProduceRequest
+    data = P.PartitionProduceData(index=0, records=b"x" * size)
+    return P(
+        acks=1, timeout_ms=1000, topic_data=[P.TopicProduceData(name="t", partition_data=[data])]
+    )
+
+
+async def test_a_broker_that_stops_reading_times_requests_out_instead_of_hanging(broker) -> None:
+    # Requests bigger than the socket buffers wait in the writer's drain() until the broker
+    # reads; that wait is part of the request's timeout, and the connection is then aborted
+    # (a close() would wait for the unsent bytes), so concurrent senders fail too.
+    closed: list[BaseException | None] = []
+    conn = BrokerConnection(
+        "127.0.0.1", broker.port, request_timeout_ms=300, on_close=lambda c, e: closed.append(e)
+    )
+    await conn.connect()
+    broker.reading.clear()
+    sends = [conn.send(_big_produce(32 * 1024 * 1024)) for _ in range(2)]
+    async with asyncio.timeout(10):  # without the bound: stuck in drain() for good
+        first, second = await asyncio.gather(*sends, return_exceptions=True)
+    assert isinstance(first, RequestTimedOutError), first
+    assert "not written within 300 ms" in str(first)
+    assert isinstance(second, ConnectionFailedError), second  # failed by the abort
+    assert conn.closed and len(closed) == 1
+    broker.reading.set()
 
 
 async def test_a_broker_closing_the_connection_fails_pending_requests(broker) -> None:
