@@ -177,8 +177,6 @@ class NetworkClient:
             ",".join(f"{h}:{p}" for h, p in self.config["bootstrap.servers"]),
             f": {reason}" if reason else "",
         )
-        self.rebootstraps += 1
-        self.last_rebootstrap_reason = reason
         await self._close_all()
         for node in list(self.cluster.brokers) + list(self._bootstrap):
             self.states.forget(node)
@@ -189,6 +187,9 @@ class NetworkClient:
         self._failed_updates = 0
         self._last_attempt_ms = -float("inf")
         self.recovery.on_rebootstrap(self.now_ms())
+        # Counted once done, so whoever watches the count sees the forgotten brokers too.
+        self.rebootstraps += 1
+        self.last_rebootstrap_reason = reason
         self.request_update()
         self._notify()
 
