@@ -37,7 +37,6 @@ from epochlog.protocol.records import (
     CRC_OFFSET,
     NO_SEQUENCE,
     Header,
-    RecordBatchBuilder,
     batch_crc,
     decode_batch,
     record_size_upper_bound,
@@ -54,8 +53,9 @@ class ProducerBatch:
     def __init__(self, tp: TopicPartition, compression: Compression, created_ms: float) -> None:
         self.tp = tp
         self.created_ms = created_ms
-        self.builder: RecordBatchBuilder | None = ProducerBatchBuilder(compression)
+        self.builder: ProducerBatchBuilder | None = ProducerBatchBuilder(compression)
         self.data: bytes | None = None  # the built batch, once closed
+        self.appendable = True  # False once closed, expired or aborted
         self.handles: list[Any] = []  # one per record, in offset order
         self.timestamps: list[int] = []
         self.attempts = 0
@@ -108,7 +108,26 @@ class ProducerBatch:
         self.handles.append(handle)
         self.timestamps.append(timestamp)
 
+    def try_append_plain(
+        self,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        handle: Any,
+        batch_size: int,
+    ) -> int:
+        """The producer's fast path: append a record without headers to this open, non-empty
+        batch if it fits within `batch_size` by the accumulator's bound (as `append` decides).
+        Returns the bytes added, negated when the batch has now reached `batch_size` (the
+        caller closes it); 0 when the record did not fit and nothing changed."""
+        grown = self.builder.append_plain(timestamp, key, value, batch_size)  # type: ignore[union-attr]
+        if grown:
+            self.handles.append(handle)
+            self.timestamps.append(timestamp)
+        return grown
+
     def close(self) -> None:
+        self.appendable = False
         if self.data is None:
             assert self.builder is not None
             self.data = self.builder.build()
@@ -253,6 +272,10 @@ class RecordAccumulator:
             self._close(batch)
         return batch
 
+    def close_batch(self, batch: ProducerBatch) -> None:
+        """Close an open batch the producer filled through its fast path."""
+        self._close(batch)
+
     def _close(self, batch: ProducerBatch) -> None:
         if not batch.is_closed:
             before = batch.size
@@ -358,6 +381,7 @@ class RecordAccumulator:
         for dq in self._batches.values():
             while dq and now - dq[0].created_ms >= delivery_timeout_ms:
                 batch = dq.popleft()
+                batch.appendable = False
                 self.buffered_bytes -= batch.size
                 expired.append(batch)
         return expired
@@ -374,6 +398,8 @@ class RecordAccumulator:
     def abort_all(self) -> list[ProducerBatch]:
         """Remove and return every queued batch (closing without flushing)."""
         batches = [b for dq in self._batches.values() for b in dq]
+        for batch in batches:
+            batch.appendable = False
         self._batches.clear()
         self.buffered_bytes = 0
         return batches

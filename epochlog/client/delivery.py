@@ -1,23 +1,29 @@
 """`DeliveryFuture`: the blocking producer's per-record future, cheap until someone waits.
 
-A `concurrent.futures.Future` builds a `threading.Condition` when it is created and takes it on
-every call; at 100-byte records that costs as much as producing the record. This subclass keeps
-the full interface (it *is* a `concurrent.futures.Future`: `result`, `exception`,
-`add_done_callback`, `concurrent.futures.wait`/`as_completed` all work) but creates the
-condition only when a thread has to wait for it (`result()` or `wait()` before completion).
-Until then its state changes under one module-wide lock held for a few bytecodes.
+A `concurrent.futures.Future` builds a `threading.Condition` and two lists when it is created
+and takes the condition on every call; at 100-byte records that costs as much as producing the
+record, and the hundred thousand extra objects the garbage collector has to walk cost as much
+again. This subclass keeps the full interface (it *is* a `concurrent.futures.Future`: `result`,
+`exception`, `add_done_callback`, `concurrent.futures.wait`/`as_completed` all work) but starts
+with no per-instance state at all (class-level defaults) and creates the condition only when a
+thread has to wait for it (`result()` or `wait()` before completion), the callback list only
+when a callback is added before completion. Until then its state changes under one module-wide
+lock held for a few bytecodes; `complete_all` completes a whole batch under one acquisition.
 
 Why this is safe: the condition is created under that lock, and completion checks for it under
 the same lock. If there is no condition yet, completion records the outcome under the lock; a
 waiter that creates the condition afterwards finds the future finished before it waits (the base
 class checks the state inside the condition). If the condition exists, completion goes through
-the base class, which notifies it.
+the base class, which notifies it. Callbacks added before completion are appended under the lock
+too, so completion either sees them or the adder sees the future done and runs them itself.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import threading
+from collections.abc import Iterable, Sequence
 from concurrent.futures._base import CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED, PENDING
 from typing import Any
 
@@ -26,22 +32,42 @@ _DONE = (CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED)
 
 
 class DeliveryFuture(concurrent.futures.Future):  # type: ignore[type-arg]
+    # Defaults on the class: a new future sets nothing (instances shadow them when they change).
+    _state = PENDING
+    _result = None
+    _exception: BaseException | None = None
+    _cond: threading.Condition | None = None  # built when a thread has to wait
+    _callbacks: list[Any] | None = None  # built when a callback is added before completion
+    _waiter_list: list[Any] | None = None  # concurrent.futures.wait/as_completed waiters
+
     def __init__(self) -> None:  # noqa: D107 - no super().__init__: it builds the condition
-        self._state = PENDING
-        self._result = None
-        self._exception: BaseException | None = None
-        self._waiters: list[Any] = []
-        self._done_callbacks: list[Any] = []
+        pass
 
     @property  # type: ignore[override]
     def _condition(self) -> threading.Condition:
-        condition = self.__dict__.get("_cond")
+        condition = self._cond
         if condition is None:
             with _LOCK:
-                condition = self.__dict__.get("_cond")
+                condition = self._cond
                 if condition is None:
-                    condition = self.__dict__["_cond"] = threading.Condition()
+                    condition = self._cond = threading.Condition()
         return condition
+
+    @property  # type: ignore[override]
+    def _waiters(self) -> list[Any]:
+        # only touched by the base class with the condition held (so built once)
+        waiters = self._waiter_list
+        if waiters is None:
+            waiters = self._waiter_list = []
+        return waiters
+
+    @property  # type: ignore[override]
+    def _done_callbacks(self) -> list[Any]:
+        with _LOCK:
+            callbacks = self._callbacks
+            if callbacks is None:
+                callbacks = self._callbacks = []
+        return callbacks
 
     def done(self) -> bool:
         return self._state in _DONE
@@ -60,29 +86,63 @@ class DeliveryFuture(concurrent.futures.Future):  # type: ignore[type-arg]
 
     def add_done_callback(self, fn: Any) -> None:
         with _LOCK:
-            if "_cond" not in self.__dict__ and self._state not in _DONE:
-                self._done_callbacks.append(fn)
+            if self._cond is None and self._state not in _DONE:
+                callbacks = self._callbacks
+                if callbacks is None:
+                    callbacks = self._callbacks = []
+                callbacks.append(fn)
                 return
         super().add_done_callback(fn)
 
     def set_result(self, result: Any) -> None:
         with _LOCK:
-            fast = "_cond" not in self.__dict__ and self._state == PENDING
+            fast = self._cond is None and self._state == PENDING
             if fast:
                 self._result = result
                 self._state = FINISHED
         if fast:
-            self._invoke_callbacks()  # type: ignore[attr-defined]
+            if self._callbacks:
+                self._invoke_callbacks()  # type: ignore[attr-defined]
         else:
             super().set_result(result)
 
     def set_exception(self, exception: BaseException | None) -> None:
         with _LOCK:
-            fast = "_cond" not in self.__dict__ and self._state == PENDING
+            fast = self._cond is None and self._state == PENDING
             if fast:
                 self._exception = exception
                 self._state = FINISHED
         if fast:
-            self._invoke_callbacks()  # type: ignore[attr-defined]
+            if self._callbacks:
+                self._invoke_callbacks()  # type: ignore[attr-defined]
         else:
             super().set_exception(exception)
+
+
+def complete_all(futures: Sequence[Any], results: Iterable[Any]) -> None:
+    """`set_result` of each future with its result, skipping futures already done (cancelled
+    by their owner). DeliveryFutures nobody waits for are completed under one acquisition of
+    the lock; any other future (an asyncio one, or one a thread waits on) the usual way."""
+    if futures and type(futures[0]) is not DeliveryFuture:  # the asyncio producer's futures
+        for fut, result in zip(futures, results, strict=True):
+            if not fut.done():
+                fut.set_result(result)
+        return
+    with_callbacks: list[DeliveryFuture] = []
+    others: list[tuple[Any, Any]] = []
+    with _LOCK:
+        for fut, result in zip(futures, results, strict=True):
+            if type(fut) is DeliveryFuture and fut._cond is None:
+                if fut._state == PENDING:
+                    fut._result = result
+                    fut._state = FINISHED
+                    if fut._callbacks:
+                        with_callbacks.append(fut)
+            else:
+                others.append((fut, result))
+    for fut in with_callbacks:
+        fut._invoke_callbacks()  # type: ignore[attr-defined]
+    for fut, result in others:
+        if not fut.done():
+            with contextlib.suppress(concurrent.futures.InvalidStateError):
+                fut.set_result(result)  # a thread cancelled it meanwhile

@@ -28,14 +28,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from itertools import repeat
+from time import time_ns
+from typing import Any, NamedTuple
 
 from epochlog.aio import wait_for
 from epochlog.client.accumulator import OrderingGate, ProducerBatch, RecordAccumulator
 from epochlog.client.config import Role, load_config
+from epochlog.client.delivery import complete_all
 from epochlog.client.errors import (
     ClientClosedError,
     ClientError,
@@ -68,14 +69,29 @@ _KEY_HASH_CACHE = 65536  # keys whose murmur2 is remembered (pure-Python hashing
 _PRODUCE_REQUEST_OVERHEAD = 256  # headers, topic name and array framing around the batches
 
 
-@dataclass(frozen=True, slots=True)
-class RecordMetadata:
-    """Where a record was written. offset is -1 when unknown (acks=0, or a duplicate)."""
+class RecordMetadata(NamedTuple):
+    """Where a record was written. offset is -1 when unknown (acks=0, or a duplicate).
+
+    A named tuple (as in kafka-python): immutable, and built for every record acknowledged,
+    which a frozen dataclass made five times as expensive."""
 
     topic: str
     partition: int
     offset: int
     timestamp: int
+
+
+class _TopicState:
+    """What the producer's append needs per topic, for one metadata snapshot: the partition
+    count, a TopicPartition per partition (built once), and per partition the open batch the
+    last record went into (the fast path appends to it directly while it has room)."""
+
+    __slots__ = ("count", "tps", "open")
+
+    def __init__(self, topic: str, count: int) -> None:
+        self.count = count
+        self.tps = [TopicPartition(topic, p) for p in range(count)]
+        self.open: list[ProducerBatch | None] = [None] * count
 
 
 def to_bytes(value: Bytes | None, what: str) -> bytes | None:
@@ -137,8 +153,9 @@ class AsyncProducer:
         self._sender: asyncio.Task[None] | None = None
         self._closing = False
         self._fatal: Exception | None = None
+        self._batch_size: int = c["batch.size"]
         self._counted_cluster: object = None
-        self._partition_counts: dict[str, int | None] = {}
+        self._topic_states: dict[str, _TopicState] = {}
         self._key_hashes: dict[bytes, int] = {}  # murmur2 of recent keys: keys repeat a lot
 
     @property
@@ -233,7 +250,8 @@ class AsyncProducer:
         fut: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
         if on_delivery is not None:
             fut.add_done_callback(_deliver_to(on_delivery))
-        self.append(topic, value, key, headers, partition, timestamp, fut)
+        if not self.try_append(topic, value, key, headers, partition, timestamp, fut):
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no metadata for {topic!r}")
         return fut
 
     def append(
@@ -248,19 +266,40 @@ class AsyncProducer:
     ) -> None:
         """The core of `send_nowait`: append the record with `handle`, any object with the
         future methods done/set_result/set_exception/exception (the blocking facade passes a
-        concurrent.futures.Future), which the sender completes."""
+        `DeliveryFuture`), which the sender completes."""
+        if not self.try_append(topic, value, key, headers, partition, timestamp, handle):
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no metadata for {topic!r}")
+
+    def try_append(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        headers: list[tuple[str, bytes | None]] | tuple[()],
+        partition: int | None,
+        timestamp: int | None,
+        handle: Any,
+    ) -> bool:
+        """`append`, returning False (nothing done) when the topic has no metadata yet.
+
+        This is the per-record hot path, so it is written flat: the topic's state is looked
+        up once, and a record without headers that fits in its partition's open batch is
+        encoded straight into it (`ProducerBatch.try_append_plain`); anything else goes
+        through `RecordAccumulator.append`."""
         if self._closing:
             raise ClientClosedError("producer is closed")
         if self._fatal is not None:
             raise self._fatal
         cluster = self._net.cluster
         if cluster is not self._counted_cluster:  # partition counts, once per metadata snapshot
-            self._counted_cluster, self._partition_counts = cluster, {}
-        count = self._partition_counts.get(topic)
-        if count is None:
-            count = self._partition_counts[topic] = cluster.partition_count(topic)
-        if count is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no metadata for {topic!r}")
+            self._counted_cluster, self._topic_states = cluster, {}
+        state = self._topic_states.get(topic)
+        if state is None:
+            count = cluster.partition_count(topic)
+            if count is None:
+                return False
+            state = self._topic_states[topic] = _TopicState(topic, count)
+        count = state.count
         if partition is None:
             if key is not None and not self._ignore_keys:
                 hashed = self._key_hashes.get(key)
@@ -278,13 +317,27 @@ class AsyncProducer:
                 f"partition {partition} of {topic!r}, which has partitions 0-{count - 1}",
             )
         if timestamp is None:
-            timestamp = int(time.time() * 1000)
+            timestamp = time_ns() // 1_000_000
+        batch = state.open[partition]
+        if batch is not None and batch.appendable and not headers:
+            grown = batch.try_append_plain(timestamp, key, value, handle, self._batch_size)
+            if grown > 0:
+                self._acc.buffered_bytes += grown
+                return True
+            if grown < 0:  # it filled the batch: close it and tell the sender
+                self._acc.buffered_bytes -= grown
+                self._acc.close_batch(batch)
+                state.open[partition] = None
+                self._wakeup.set()
+                return True
         batch = self._acc.append(
-            TopicPartition(topic, partition), timestamp, key, value, headers, handle, self._now()
+            state.tps[partition], timestamp, key, value, headers, handle, self._now()
         )
+        state.open[partition] = batch if batch.appendable else None
         if len(batch.handles) == 1 or batch.data is not None:
             self._incomplete.add(batch)
             self._wakeup.set()  # a new batch (new linger deadline) or a full one
+        return True
 
     async def _wait_for_buffer(self) -> None:
         deadline = self._now() + self._max_block_ms
@@ -564,11 +617,13 @@ class AsyncProducer:
     def _succeed(self, batch: ProducerBatch, base_offset: int, log_append_time: int) -> None:
         self._incomplete.discard(batch)
         topic, partition = batch.tp
-        for i, fut in enumerate(batch.handles):
-            if not fut.done():
-                offset = base_offset + i if base_offset >= 0 else -1
-                ts = log_append_time if log_append_time >= 0 else batch.timestamps[i]
-                fut.set_result(RecordMetadata(topic, partition, offset, ts))
+        handles = batch.handles
+        n = len(handles)
+        offsets = range(base_offset, base_offset + n) if base_offset >= 0 else repeat(-1, n)
+        stamps = batch.timestamps if log_append_time < 0 else repeat(log_append_time, n)
+        new = tuple.__new__  # RecordMetadata(...) without the named tuple's argument parsing
+        fields = zip(repeat(topic, n), repeat(partition, n), offsets, stamps, strict=True)
+        complete_all(handles, [new(RecordMetadata, f) for f in fields])
 
     def _fail(self, batch: ProducerBatch, exc: Exception) -> None:
         self._incomplete.discard(batch)

@@ -16,6 +16,7 @@ import asyncio
 import collections
 import concurrent.futures
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
@@ -37,8 +38,11 @@ from epochlog.client.producer import (
     to_bytes,
 )
 from epochlog.protocol.messages.pin_controller import PinStatus
+from epochlog.protocol.records import BATCH_HEADER_SIZE
 
 T = TypeVar("T")
+_NO_HEADERS: tuple[()] = ()
+_HANDOFF_HIGH = 32768  # records a sending thread may hand over before it lets the loop catch up
 
 
 class _LoopThread:
@@ -48,6 +52,7 @@ class _LoopThread:
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
         self._thread.start()
+        self.ident = self._thread.ident
 
     def run(self, coro: Awaitable[T], timeout: float | None = None) -> T:
         return asyncio.run_coroutine_threadsafe(_await(coro), self.loop).result(timeout)
@@ -94,9 +99,14 @@ class Producer:
         # Only touched on the loop.
         self._waiting_sends: collections.deque[tuple] = collections.deque()
         self._waiting_task: asyncio.Task[None] | None = None
-        self._lock = threading.Lock()
-        self._handoff: collections.deque[tuple] = collections.deque()
+        self._max_block_ms: int = self.config["max.block.ms"]
+        # key + value sizes below this cannot exceed max.request.size (see check_record_size)
+        self._plain_room = self._max_request_size - BATCH_HEADER_SIZE - 26
+        self._acc = self._producer._acc
+        self._closed = False
+        self._handoff: collections.deque[Any] = collections.deque()
         self._handoff_scheduled = False
+        self._drained = threading.Event()
         try:
             self._thread.run(self._producer.start())
         except BaseException:
@@ -131,40 +141,78 @@ class Producer:
     ) -> concurrent.futures.Future[RecordMetadata]:
         """Queue a record; the future resolves on the loop thread when it is acknowledged.
         `on_delivery(metadata, error)` runs on the loop thread too."""
-        if self._thread.loop.is_closed():
+        if self._closed:
             raise ClientClosedError("producer is closed")
-        key_b, value_b = to_bytes(key, "key"), to_bytes(value, "value")
-        hdrs = normalize_headers(headers)
-        check_record_size(key_b, value_b, hdrs, self._max_request_size)
-        if self._producer.buffered_bytes > self._buffer_memory:
+        if type(value) is bytes and (key is None or type(key) is bytes) and not headers:
+            # the common case, checked inline: bytes in, no headers, far below the size limit
+            if len(value) + (len(key) if key else 0) > self._plain_room:
+                check_record_size(key, value, [], self._max_request_size)
+            key_b, value_b, hdrs = key, value, _NO_HEADERS
+        else:
+            key_b, value_b = to_bytes(key, "key"), to_bytes(value, "value")
+            hdrs = normalize_headers(headers)
+            check_record_size(key_b, value_b, hdrs, self._max_request_size)
+        if self._acc.buffered_bytes > self._buffer_memory:
             self._thread.run(self._producer.ready_for(topic))
-        result: concurrent.futures.Future[RecordMetadata] = DeliveryFuture()
+        result = DeliveryFuture()
         if on_delivery is not None:
             result.add_done_callback(_deliver_to(on_delivery))
-        with self._lock:
-            self._handoff.append((topic, value_b, key_b, hdrs, partition, timestamp, result))
-            schedule = not self._handoff_scheduled
+        handoff = self._handoff
+        # flat, seven entries a record: no tuple per record for the garbage collector to walk
+        # (one extend is atomic under the GIL, and only the loop takes entries out)
+        handoff.extend((topic, value_b, key_b, hdrs, partition, timestamp, result))
+        if not self._handoff_scheduled:  # one loop wakeup per burst of sends, not per record
             self._handoff_scheduled = True
-        if schedule:  # one loop wakeup per burst of sends, not one per record
             self._thread.loop.call_soon_threadsafe(self._drain_handoff)
+        if len(handoff) >= _HANDOFF_HIGH * 7 and threading.get_ident() != self._thread.ident:
+            self._wait_for_drain()
         return result
 
+    def _wait_for_drain(self) -> None:
+        """Let the loop thread catch up: without this a caller sending in a tight loop keeps
+        the GIL and the loop thread gets it once per switch interval (5 ms) after each of
+        its socket calls, so batches go out slowly (the GIL convoy)."""
+        drained = self._drained
+        deadline = time.monotonic() + self._max_block_ms / 1000
+        while len(self._handoff) >= _HANDOFF_HIGH * 7:
+            drained.clear()
+            if len(self._handoff) < _HANDOFF_HIGH * 7 or self._closed:
+                return
+            if not drained.wait(0.05) and time.monotonic() > deadline:
+                return
+
     def _drain_handoff(self) -> None:
-        """On the loop: append every record handed over since the last drain, in order."""
-        with self._lock:
-            items = list(self._handoff)
-            self._handoff.clear()
-            self._handoff_scheduled = False
-        producer = self._producer
-        for item in items:
-            topic, result = item[0], item[-1]
-            if self._waiting_sends or producer._net.cluster.partition_count(topic) is None:
-                self._send_later(item)  # keep order behind sends still waiting for metadata
+        """On the loop: append every record handed over since the last drain, in order.
+
+        Lock-free (the GIL orders it): the flag is cleared before the deque is emptied, so a
+        record appended before the clear is taken here and one appended after it schedules
+        another drain (which may find nothing left)."""
+        self._handoff_scheduled = False
+        pop = self._handoff.popleft
+        try_append = self._producer.try_append
+        waiting = self._waiting_sends
+        while True:
+            try:
+                topic = pop()
+            except IndexError:
+                break
+            value, key, headers, partition, timestamp, result = (
+                pop(),
+                pop(),
+                pop(),
+                pop(),
+                pop(),
+                pop(),
+            )
+            if waiting:  # keep order behind sends still waiting for metadata
+                self._send_later((topic, value, key, headers, partition, timestamp, result))
                 continue
             try:
-                producer.append(*item)
+                if not try_append(topic, value, key, headers, partition, timestamp, result):
+                    self._send_later((topic, value, key, headers, partition, timestamp, result))
             except Exception as exc:
                 result.set_exception(exc)
+        self._drained.set()
 
     def _send_later(self, item: tuple) -> None:
         """Queue a send behind the others waiting for metadata (keeping the order of sends)."""
@@ -229,6 +277,7 @@ class Producer:
             self._thread.run(close())
         finally:
             self._thread.stop()
+            self._closed = True
 
 
 class Consumer:

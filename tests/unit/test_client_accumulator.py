@@ -126,6 +126,33 @@ def test_batches_older_than_delivery_timeout_expire() -> None:
     assert a.queued(T0) == ()
 
 
+def test_the_fast_path_appends_to_an_open_batch_until_it_is_full_and_never_after_expiry() -> None:
+    a = acc(batch_size=300)
+    batch = a.append(T0, 1000, b"k", b"x" * 10, [], "r0", now=0)
+    grown = [batch.try_append_plain(1001 + i, b"k", b"x" * 10, f"r{i + 1}", 300) for i in range(9)]
+    assert all(g > 0 for g in grown) and batch.record_count == 10
+    while batch.try_append_plain(1000, b"k", b"x" * 10, "r", 300) > 0:
+        pass
+    # refused once the accumulator's bound (26 bytes + key + value) would pass batch.size
+    assert batch.size + 26 + 11 > 300 and batch.record_count == len(batch.handles)
+    records = decode_batch(_closed(a, batch)).records
+    assert len(records) == batch.record_count == len(batch.handles) == len(batch.timestamps)
+    assert [r.offset for r in records] == list(range(len(records)))
+    # an expired (or aborted) open batch takes no more records, so none is lost with it
+    other = a.append(T1, 1000, b"k", b"v", [], "x", now=0)
+    assert other.appendable
+    assert other in a.expire(10_000, 1000) and not other.appendable
+    third = a.append(T1, 1000, b"k", b"v", [], "y", now=10_000)
+    a.abort_all()
+    assert not third.appendable
+
+
+def _closed(a: RecordAccumulator, batch: object) -> bytes:
+    a.close_batch(batch)  # type: ignore[arg-type]
+    assert not batch.appendable and batch.data is not None  # type: ignore[attr-defined]
+    return batch.data  # type: ignore[attr-defined]
+
+
 def test_flush_makes_lingering_batches_ready() -> None:
     a = acc(linger_ms=10_000)
     add(a, T0, now=0)

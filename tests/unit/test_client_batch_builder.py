@@ -27,6 +27,35 @@ def test_same_bytes_as_the_protocol_builder(items: list) -> None:
     assert ours.build() == reference.build()
 
 
+plain_records = st.lists(st.tuples(st.integers(0, 10**13), blobs, blobs), min_size=2, max_size=8)
+
+
+@settings(max_examples=60, deadline=None)
+@given(plain_records, st.integers(100, 40000))
+def test_append_plain_writes_the_bytes_of_append_within_batch_size(
+    items: list, batch_size: int
+) -> None:
+    """The header-less fast path, including timestamps before the batch's first one (a
+    negative delta) and deltas past the varint table: the same bytes as the protocol's
+    builder, and a record is refused exactly when the accumulator's bound would not fit."""
+    ours, reference = ProducerBatchBuilder(), RecordBatchBuilder()
+    first, rest = items[0], items[1:]
+    ours.append(first[0], first[1], first[2])
+    reference.append(first[0], first[1], first[2])
+    for timestamp, key, value in rest:
+        before = ours.estimated_size
+        fits = before + 26 + len(key or b"") + len(value or b"") <= batch_size  # accumulator
+        grown = ours.append_plain(timestamp, key, value, batch_size)
+        if not fits:
+            assert grown == 0 and ours.estimated_size == before
+            break
+        reference.append(timestamp, key, value)
+        after = ours.estimated_size
+        assert grown == (before - after if after >= batch_size else after - before) != 0
+    assert len(ours) == len(reference) and ours.estimated_size == reference.estimated_size
+    assert ours.build() == reference.build()
+
+
 def test_many_records_and_large_deltas_round_trip() -> None:
     builder = ProducerBatchBuilder(Compression.LZ4)
     for i in range(20000):

@@ -3,13 +3,14 @@ until one is needed."""
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import threading
 import time
 
 import pytest
 
-from epochlog.client.delivery import DeliveryFuture
+from epochlog.client.delivery import DeliveryFuture, complete_all
 
 
 def test_result_and_callbacks_without_waiting() -> None:
@@ -57,3 +58,40 @@ def test_timeouts_and_concurrent_futures_helpers_work() -> None:
     threading.Timer(0.05, pending.set_result, args=(2,)).start()
     assert [f.result() for f in concurrent.futures.as_completed([pending], timeout=5)] == [2]
     assert pending.cancel() is False
+
+
+def test_complete_all_completes_a_batch_of_futures_in_every_state() -> None:
+    plain, with_callback, waited_on, cancelled = (DeliveryFuture() for _ in range(4))
+    seen: list[object] = []
+    with_callback.add_done_callback(lambda f: seen.append(f.result()))
+    assert cancelled.cancel()
+    got: list[object] = []
+    waiter = threading.Thread(target=lambda: got.append(waited_on.result(5)))
+    waiter.start()
+    deadline = time.monotonic() + 5
+    while waited_on._cond is None and time.monotonic() < deadline:  # the waiter built it
+        time.sleep(0.001)
+    complete_all([plain, with_callback, waited_on, cancelled], ["a", "b", "c", "d"])
+    waiter.join(5)
+    assert (plain.result(), with_callback.result(), got, seen) == ("a", "b", ["c"], ["b"])
+    assert cancelled.cancelled()
+    assert plain._cond is None  # nobody waited on it: no condition was built
+
+
+def test_complete_all_with_asyncio_futures() -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        futures = [loop.create_future() for _ in range(3)]
+        futures[1].cancel()
+        complete_all(futures, [1, 2, 3])
+        assert futures[0].result() == 1 and futures[1].cancelled() and futures[2].result() == 3
+    finally:
+        loop.close()
+
+
+def test_a_new_future_holds_no_per_instance_state() -> None:
+    """What makes it cheap: no condition, lists or attributes until they are needed."""
+    fut = DeliveryFuture()
+    assert vars(fut) == {} and not fut.done()
+    fut.set_result(1)
+    assert set(vars(fut)) == {"_result", "_state"}
