@@ -26,11 +26,12 @@ from typing import Any, TypeVar
 
 from epochlog.client import Admin, AsyncProducer, Consumer, KafkaError, RecordMetadata
 from epochlog.client.config import Role
-from epochlog.client.errors import ClientError, OffsetOutOfRangeError
-from epochlog.client.fetch_decoder import ConsumerRecord
+from epochlog.client.errors import ClientError
 from epochlog.protocol.errors import ErrorCode
+from epochlog.spark.arrow_records import DecodedColumns, decode_fetch, next_fetch_offset
 from epochlog.spark.offsets import TP, OffsetRange
 from epochlog.spark.options import EARLIEST, OptionError, SourceOptions, role_settings
+from epochlog.spark.raw_clients import BatchSender, RangeFetcher
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -204,42 +205,46 @@ def read_range(
     *,
     fail_on_data_loss: bool,
     poll_timeout_ms: int,
-) -> Iterator[list[ConsumerRecord]]:
-    """The records of `r` in offset order, in chunks. Offsets below the log start are data loss:
-    an error with failOnDataLoss=true, else skipped (with a warning)."""
+    want_headers: bool = False,
+) -> Iterator[DecodedColumns]:
+    """The records of `r` in offset order, as columns, a fetch at a time (the next fetch is
+    under way while one is decoded). Offsets below the log start are data loss: an error with
+    failOnDataLoss=true, else skipped (with a warning)."""
     settings = consumer_settings(client)
-    consumer = _cached("consumer", settings, lambda: Consumer(settings))
-    tp = (r.topic, r.partition)
+    fetcher = _cached("fetcher", settings, lambda: RangeFetcher(settings))
     try:
-        yield from _read(consumer, tp, r, fail_on_data_loss, poll_timeout_ms)
-    except (KafkaError, OffsetOutOfRangeError, TimeoutError):
-        _drop("consumer", settings)  # a fresh consumer for the next task
+        yield from _read(fetcher, settings, r, fail_on_data_loss, poll_timeout_ms, want_headers)
+    except (KafkaError, TimeoutError, ClientError):
+        _drop("fetcher", settings)  # a fresh client for the next task
         raise
-    finally:
-        if _cache.get(_key("consumer", settings)) is consumer:
-            consumer.assign([])
+
+
+def _offsets_consumer(settings: Mapping[str, Any]) -> Consumer:
+    """For the rare offset lookups of a reader (earliest, and after data loss)."""
+    return _cached("consumer", settings, lambda: Consumer(settings))
 
 
 def _read(
-    consumer: Consumer,
-    tp: TP,
+    fetcher: RangeFetcher,
+    settings: Mapping[str, Any],
     r: OffsetRange,
     fail_on_data_loss: bool,
     poll_timeout_ms: int,
-) -> Iterator[list[ConsumerRecord]]:
-    consumer.assign([tp])
+    want_headers: bool,
+) -> Iterator[DecodedColumns]:
+    tp = (r.topic, r.partition)
     start = r.start
     if start == EARLIEST:
-        start = consumer.beginning_offsets([tp])[_tp(tp)]
+        start = _offsets_consumer(settings).beginning_offsets([tp])[_tp(tp)]
     if start >= r.end:
         return
-    consumer.seek(tp, start)
     position = start
     last_progress = time.monotonic()
+    pending = fetcher.submit(tp, position)
     while position < r.end:
-        try:
-            records = consumer.poll(0.5)
-        except OffsetOutOfRangeError:
+        result = pending.result(poll_timeout_ms / 1000 + 60)
+        if result.error is ErrorCode.OFFSET_OUT_OF_RANGE:
+            consumer = _offsets_consumer(settings)
             begin = consumer.beginning_offsets([tp])[_tp(tp)]
             latest = consumer.end_offsets([tp])[_tp(tp)]
             message = (
@@ -252,19 +257,47 @@ def _read(
             if begin >= r.end or begin <= position:
                 return
             position = begin
-            consumer.seek(tp, position)
+            pending = fetcher.submit(tp, position)
             continue
-        if records:
-            chunk = [rec for rec in records if rec.offset < r.end]
-            if chunk:
-                yield chunk
+        if result.error is not ErrorCode.NONE:
+            if not result.error.retriable:
+                raise KafkaError(result.error, f"fetch {tp[0]}-{tp[1]}", result.message or None)
+            log.debug("fetch %s-%s at %d: %s %s", *tp, position, result.error.name, result.message)
+            _check_progress(tp, position, r.end, last_progress, poll_timeout_ms)
+            time.sleep(fetcher.retry_backoff_s)
+            pending = fetcher.submit(tp, position)
+            continue
+        following = next_fetch_offset(result.records, position)
+        ahead = position < following < r.end
+        if ahead:  # fetch the next records while these are decoded
+            pending = fetcher.submit(tp, following)
+        columns = decode_fetch(
+            result.records,
+            position,
+            r.end,
+            read_committed=fetcher.read_committed,
+            aborted=result.aborted,
+            want_headers=want_headers,
+        )
+        if len(columns):
+            yield columns
+        if columns.next_offset > position:
             last_progress = time.monotonic()
-        position = consumer.position(tp)
-        if (time.monotonic() - last_progress) * 1000 > poll_timeout_ms:
-            raise TimeoutError(
-                f"{tp[0]}-{tp[1]}: no records at offset {position} (reading up to {r.end}) "
-                f"within kafkaConsumer.pollTimeoutMs={poll_timeout_ms}"
-            )
+            position = columns.next_offset
+        else:
+            _check_progress(tp, position, r.end, last_progress, poll_timeout_ms)
+        if not ahead and position < r.end:
+            pending = fetcher.submit(tp, position)
+
+
+def _check_progress(
+    tp: TP, position: int, end: int, last_progress: float, poll_timeout_ms: int
+) -> None:
+    if (time.monotonic() - last_progress) * 1000 > poll_timeout_ms:
+        raise TimeoutError(
+            f"{tp[0]}-{tp[1]}: no records at offset {position} (reading up to {end}) "
+            f"within kafkaConsumer.pollTimeoutMs={poll_timeout_ms}"
+        )
 
 
 def _tp(tp: TP) -> Any:
@@ -371,6 +404,16 @@ class BulkProducer:
             self._thread.run(self._producer.close(30))
         finally:
             self._thread.stop()
+
+
+def batch_sender(client: Mapping[str, Any]) -> BatchSender:
+    """The worker's sender of built record batches for these client settings."""
+    settings = producer_settings(client)
+    return _cached("sender", settings, lambda: BatchSender(settings))
+
+
+def forget_batch_sender(client: Mapping[str, Any]) -> None:
+    _drop("sender", producer_settings(client))
 
 
 def wait_acked(futures: list[asyncio.Future[RecordMetadata]]) -> list[RecordMetadata]:

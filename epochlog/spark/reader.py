@@ -49,11 +49,9 @@ from epochlog.spark.offsets import (
     to_json,
 )
 from epochlog.spark.options import OptionError, SourceOptions
-from epochlog.spark.rows import arrow_schema, records_to_batch
+from epochlog.spark.rows import arrow_schema, columns_to_batch
 
 log = logging.getLogger(__name__)
-
-ARROW_BATCH_ROWS = 65536
 
 
 class OffsetRangePartition(InputPartition):
@@ -65,24 +63,20 @@ class OffsetRangePartition(InputPartition):
 
 
 def read_partition(options: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-    """Executor side: the Arrow batches of one input partition."""
+    """Executor side: the Arrow batches of one input partition, one per fetch (records are
+    decoded straight into Arrow columns, `arrow_records`)."""
     r = partition.value  # pyspark may hand back a plain InputPartition carrying our value
     if not isinstance(r, OffsetRange):  # the InputPartition(None) Spark uses for "no partitions"
         return
     schema = arrow_schema(options.include_headers)
-    pending: list = []
-    for chunk in read_range(
+    for columns in read_range(
         options.client,
         r,
         fail_on_data_loss=options.fail_on_data_loss,
         poll_timeout_ms=options.poll_timeout_ms,
+        want_headers=options.include_headers,
     ):
-        pending.extend(chunk)
-        if len(pending) >= ARROW_BATCH_ROWS:
-            yield records_to_batch(pending, schema, options.include_headers)
-            pending = []
-    if pending:
-        yield records_to_batch(pending, schema, options.include_headers)
+        yield columns_to_batch(columns, r.topic, r.partition, schema, options.include_headers)
 
 
 def _resolve(view: ClusterView, which: str, partitions: list[TP]) -> Offsets:

@@ -1,14 +1,21 @@
 """Writing to a log with Spark: at-least-once batch and streaming writers.
 
 As Spark's Kafka sink: every task produces its rows (value, key, headers, topic, partition;
-the topic option overrides the column) with a cached idempotent producer (acks=all) and returns
-only after every record is acknowledged, so a successful task lost nothing. A task that fails
-after some records were acknowledged is re-executed and writes them again: duplicates are
+the topic option overrides the column) with a cached idempotent sender (acks=all by default) and
+returns only after every record is acknowledged, so a successful task lost nothing. A task that
+fails after some records were acknowledged is re-executed and writes them again: duplicates are
 possible, loss is not. For streaming writes without duplicates see `exactly_once`.
+
+Speed: each Arrow batch Spark hands over is split by target partition (`rows.route_batch`) and
+encoded into record batches by numpy (`arrow_records.encode_records`), which the sender
+(`raw_clients.BatchSender`) produces in order per partition while the task encodes the next
+Arrow batch; no record becomes a Python object unless it has headers.
 """
 
 from __future__ import annotations
 
+import time
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -19,11 +26,12 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from epochlog.spark.clients import BulkProducer, wait_acked
+from epochlog.spark.arrow_records import encode_records
+from epochlog.spark.clients import batch_sender, forget_batch_sender
 from epochlog.spark.options import SinkOptions
-from epochlog.spark.rows import batch_to_records
+from epochlog.spark.rows import route_batch
 
-FLUSH_EVERY_RECORDS = 200_000  # bounds the acknowledgement futures a task holds
+MAX_PENDING_BATCHES = 64  # record batches (<= batch.size each) a task may have unacknowledged
 
 
 @dataclass
@@ -33,22 +41,41 @@ class WrittenRecords(WriterCommitMessage):
 
 def produce_batches(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> int:
     """Produce every row and wait for all acknowledgements; how many records."""
-    producer = BulkProducer.cached(options.client)
+    sender = batch_sender(options.client)
+    counts: dict[str, int] = {}
+    sticky: dict[str, int] = {}
+
+    def partition_count(topic: str) -> int:
+        if topic not in counts:
+            counts[topic] = sender.partition_count(topic)
+        return counts[topic]
+
     written = 0
-    futures: list = []
+    pending: deque = deque()
     try:
         for batch in batches:
             if batch.num_rows == 0:
                 continue
-            futures.extend(producer.send_all(batch_to_records(batch, options.topic)))
-            if len(futures) >= FLUSH_EVERY_RECORDS:
-                producer.flush()
-                written += len(wait_acked(futures))
-                futures = []
-        producer.flush()
-        written += len(wait_acked(futures))
+            now = int(time.time() * 1000)
+            for tp, keys, values, headers in route_batch(
+                batch, options.topic, partition_count, sticky, sender.max_request_size
+            ):
+                encoded = encode_records(
+                    keys,
+                    values,
+                    now,
+                    headers=headers,
+                    max_batch_bytes=sender.max_batch_bytes,
+                    compression=sender.compression,
+                )
+                pending.extend(sender.send(tp, encoded))
+            written += batch.num_rows
+            while len(pending) > MAX_PENDING_BATCHES:
+                pending.popleft().result()
+        while pending:
+            pending.popleft().result()
     except BaseException:
-        BulkProducer.forget(options.client)  # its buffers may hold this task's records
+        forget_batch_sender(options.client)  # it may hold this task's batches
         raise
     return written
 
