@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import replace
@@ -210,10 +211,18 @@ class Controller(ControllerRequests):
             topics = zkc.read_topics(self.zk)
             states = zkc.read_all_partition_states(self.zk, topics)
             deletions = zkc.read_topic_deletions(self.zk)
-            configs = {t: zkc.read_topic_config(self.zk, t) for t in topics}
+            configs = zkc.read_topic_configs(self.zk, topics)
             return brokers, topics, states, deletions, configs
 
+        started = time.monotonic()
         brokers, topics, states, deletions, configs = await asyncio.to_thread(load)
+        log.info(
+            "loaded %d brokers, %d topics, %d partition states from ZooKeeper in %.2f s",
+            len(brokers),
+            len(topics),
+            len(states),
+            time.monotonic() - started,
+        )
         for registered in brokers.values():
             info = _broker_info(registered)
             self.ctx.live_brokers[info.id] = info
@@ -297,7 +306,17 @@ class Controller(ControllerRequests):
     # ------------------------------------------------------------------------- events
 
     async def _failover(self) -> None:
-        await self._execute(on_controller_failover(self.ctx, self._unclean))
+        started = time.monotonic()
+        plan = on_controller_failover(self.ctx, self._unclean)
+        planned = time.monotonic()
+        await self._execute(plan)
+        log.info(
+            "failover plan for %d partitions made in %.2f s, written and handed to the "
+            "brokers' senders in %.2f s",
+            len(self.ctx.states),
+            planned - started,
+            time.monotonic() - planned,
+        )
         if self.ctx.topics_being_deleted:
             await self._delete_topics(sorted(self.ctx.topics_being_deleted))
 

@@ -32,6 +32,7 @@ from kazoo.client import KazooClient, TransactionRequest
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import ZnodeStat
 
+from epochlog.zk.bulk_read import get_many
 from epochlog.zk.session import (
     PendingCommit,
     TransactionFailedError,
@@ -525,15 +526,11 @@ def read_topics(
 ) -> dict[str, TopicAssignment]:
     """Assignments (with topic ids) of `topics`, or of every topic; missing ones are left out."""
     names = list_topics(client) if topics is None else list(topics)
-    fetches = [(t, topic_path(t)) for t in names]
-    pending = [(t, path, client.get_async(path)) for t, path in fetches]
+    paths = [topic_path(t) for t in names]
     result: dict[str, TopicAssignment] = {}
-    for topic, path, fetch in pending:
-        try:
-            data, _ = fetch.get()
-        except NoNodeError:
-            continue
-        result[topic] = decode_topic_assignment(data, path)
+    for topic, path, found in zip(names, paths, get_many(client, paths), strict=True):
+        if found is not None:
+            result[topic] = decode_topic_assignment(found[0], path)
     return result
 
 
@@ -541,17 +538,13 @@ def read_partition_states(
     client: KazooClient, partitions: Iterable[TopicPartition]
 ) -> dict[TopicPartition, VersionedPartitionState]:
     """States with znode versions (partition epochs); partitions without a state are left out."""
-    pending = []
-    for topic, partition in partitions:
-        path = partition_state_path(topic, partition)
-        pending.append(((topic, partition), path, client.get_async(path)))
+    tps = list(partitions)
+    paths = [partition_state_path(topic, partition) for topic, partition in tps]
     result: dict[TopicPartition, VersionedPartitionState] = {}
-    for tp, path, fetch in pending:
-        try:
-            data, stat = fetch.get()
-        except NoNodeError:
-            continue
-        result[tp] = VersionedPartitionState(decode_partition_state(data, path), stat.version)
+    for tp, path, found in zip(tps, paths, get_many(client, paths), strict=True):
+        if found is not None:
+            data, stat = found
+            result[tp] = VersionedPartitionState(decode_partition_state(data, path), stat.version)
     return result
 
 
@@ -576,6 +569,16 @@ def read_topic_config(client: KazooClient, topic: str) -> dict[str, str]:
     except NoNodeError:
         return {}
     return decode_topic_config(data, path)
+
+
+def read_topic_configs(client: KazooClient, topics: Iterable[str]) -> dict[str, dict[str, str]]:
+    """The topic-level settings of each topic ({} for a topic without any), read together."""
+    names = list(topics)
+    paths = [topic_config_path(t) for t in names]
+    return {
+        topic: {} if found is None else decode_topic_config(found[0], path)
+        for topic, path, found in zip(names, paths, get_many(client, paths), strict=True)
+    }
 
 
 def mark_topic_for_deletion(client: KazooClient, topic: str) -> bool:
