@@ -351,7 +351,7 @@ class Partition:
                 self.log.log_start_offset,
                 duplicate=True,
             )
-        info = self.log.append_as_leader(records, self.leader_epoch, now_ms)
+        info = self.log.append_as_leader(records, self.leader_epoch, now_ms, validated=header)
         if header.producer_id >= 0:
             self.producer_state.record(
                 header.producer_id,

@@ -223,20 +223,31 @@ class PartitionLog:
     # ---------------------------------------------------------------------------- appends
 
     def append_as_leader(
-        self, records: bytes | bytearray | memoryview, leader_epoch: int, now_ms: int
+        self,
+        records: bytes | bytearray | memoryview,
+        leader_epoch: int,
+        now_ms: int,
+        validated: BatchHeader | None = None,
     ) -> AppendInfo:
         """Validate, assign offsets from the log end offset, stamp `leader_epoch`, append.
 
         Raises CorruptRecordError (CORRUPT_MESSAGE) for a torn or CRC-failing batch,
         InvalidRecordError (INVALID_RECORD) for batches a producer may not send, and
         RecordTooLargeError / RecordBatchTooLargeError for sizes; nothing is written then.
+        `validated` is the header of `records` when they are exactly one batch that the caller
+        has already checked as a producer's (CRC, size, producer rules: the produce path's
+        `validate_partition_records`); the checks are then not repeated.
         """
         buf = bytearray(records)
-        headers = self._checked_batches(buf)
-        if not headers:
-            raise InvalidRecordError(f"{self._name}: produce request with no record batch")
-        for position, header in headers:
-            self._validate_producer_batch(position, header)
+        if validated is None:
+            headers = self._checked_batches(buf)
+            if not headers:
+                raise InvalidRecordError(f"{self._name}: produce request with no record batch")
+            for position, header in headers:
+                self._validate_producer_batch(position, header)
+        else:
+            self._check_segment_fits(len(buf))
+            headers = [(0, validated)]
         last_epoch = self.last_batch_epoch
         if leader_epoch < last_epoch:
             raise LeaderEpochRegressionError(
@@ -250,7 +261,11 @@ class PartitionLog:
             stamp_batch(buf, position, offset, leader_epoch)
             if log_append_time >= 0:
                 set_log_append_time(buf, position, header.size, log_append_time)
-            stamped.append(parse_batch_header(buf, position))
+                stamped.append(parse_batch_header(buf, position))
+            else:
+                stamped.append(
+                    header._replace(base_offset=offset, partition_leader_epoch=leader_epoch)
+                )
             offset += header.last_offset_delta + 1
         if leader_epoch >= 0:
             self.leader_epoch_cache.assign(leader_epoch, stamped[0].base_offset)
@@ -300,13 +315,15 @@ class PartitionLog:
             headers = list(iter_batches(records, verify=True))
         except CorruptRecordError as exc:
             raise CorruptRecordError(f"{self._name}: {exc}") from None
-        total = len(records)
+        self._check_segment_fits(len(records))
+        return headers
+
+    def _check_segment_fits(self, total: int) -> None:
         if total > self.config.segment_bytes:
             raise RecordBatchTooLargeError(
                 f"{self._name}: append of {total} bytes exceeds segment.bytes "
                 f"{self.config.segment_bytes}"
             )
-        return headers
 
     def _validate_producer_batch(self, position: int, header: BatchHeader) -> None:
         # Kafka's LogValidator rules for batches from clients.
@@ -338,7 +355,7 @@ class PartitionLog:
         log_append_time: int,
     ) -> AppendInfo:
         first, last = headers[0], headers[-1]
-        max_header = max(headers, key=lambda h: h.max_timestamp)
+        max_header = first if len(headers) == 1 else max(headers, key=lambda h: h.max_timestamp)
         max_timestamp = max_header.max_timestamp
         if self.active_segment.should_roll(len(records), max_timestamp, last.last_offset, now_ms):
             self.roll(now_ms)
