@@ -34,7 +34,7 @@ Anchors: Apache Kafka's ZooKeeper controller took about 2 minutes per broker wit
 partitions per broker in a rolling bounce (KAFKA-3436, literature). Measured in the same run:
 the ZooKeeper floor, i.e. a plain kazoo client writing N partition-state-sized znodes in multis of
 1,000 conditional setData ops (as the controller's fenced writer batches them), and reading N
-with pipelined gets (as a new controller loads them).
+with kazoo's pipelined gets and with the bulk read a new controller loads them with.
 Targets (issue): controlled shutdown of a broker leading 5,000 partitions < 5 s; failure
 handling with 10,000 partitions < 3 s; controller failover with 10,000 partitions < 5 s.
 
@@ -91,6 +91,7 @@ from epochlog.protocol.errors import ErrorCode  # noqa: E402
 from epochlog.protocol.records import RecordBatchBuilder  # noqa: E402
 from epochlog.testing.cluster import LocalCluster  # noqa: E402
 from epochlog.zk import controller_zk as zkc  # noqa: E402
+from epochlog.zk.bulk_read import get_many  # noqa: E402
 from epochlog.zk.session import close_client, connect  # noqa: E402
 from epochlog.zk.znodes import (  # noqa: E402
     BROKER_IDS_PATH,
@@ -239,10 +240,11 @@ def read_states(zk: KazooClient, tps: list[TopicPartition]) -> dict[TopicPartiti
     return zkc.read_partition_states(zk, tps)
 
 
-def zk_floor(zk: KazooClient, n: int) -> tuple[float, float]:
+def zk_floor(zk: KazooClient, n: int) -> tuple[float, float, float]:
     """Seconds for a plain kazoo client to write N state-sized znodes in multis of 1,000
     conditional setData ops plus a version check (sequentially, as the controller's fenced
-    writer does), and to read them back with pipelined gets. Scratch znodes under /bench-floor,
+    writer does), to read them back with kazoo's pipelined gets, and with the bulk read a new
+    controller loads them with (`epochlog.zk.bulk_read`). Scratch znodes under /bench-floor,
     deleted afterwards."""
     root = "/bench-floor"
     state = encode_partition_state(
@@ -269,11 +271,14 @@ def zk_floor(zk: KazooClient, n: int) -> tuple[float, float]:
     for result in reads:
         result.get(timeout=60)
     read_s = time.perf_counter() - start
+    start = time.perf_counter()
+    assert all(found is not None for found in get_many(zk, paths))
+    bulk_s = time.perf_counter() - start
     deletes = [zk.delete_async(p) for p in paths]
     for result in deletes:
         result.get(timeout=60)
     zk.delete(root)
-    return write_s, read_s
+    return write_s, read_s, bulk_s
 
 
 # --------------------------------------------------------------------------- broker probes
@@ -369,7 +374,7 @@ class Result:
     notes: str = ""
     profiles: dict[str, Path] = field(default_factory=dict)  # role -> py-spy raw profile
     setup_s: float = 0.0
-    floor: tuple[float, float] | None = None
+    floor: tuple[float, float, float] | None = None
 
 
 def broker_config(args: argparse.Namespace) -> dict[str, Any]:
@@ -443,7 +448,7 @@ class Bench:
     def __init__(self, args: argparse.Namespace, progress: Progress) -> None:
         self.args = args
         self.progress = progress
-        self.floors: dict[int, tuple[float, float]] = {}
+        self.floors: dict[int, tuple[float, float, float]] = {}
         self.setup_phases = ""
 
     def run(self, scenario: str, n: int) -> Result:
@@ -859,16 +864,16 @@ def print_table(results: list[Result], args: argparse.Namespace, floors: dict[in
             ("[green]yes[/]" if r.handling_s < target else "[red]no[/]") if target else "",
             r.notes,
         )
-    for n, (write_s, read_s) in sorted(floors.items()):
+    for n, (write_s, read_s, bulk_s) in sorted(floors.items()):
         table.add_row(
             "ZooKeeper floor",
             f"{n:,}",
             "",
-            f"{write_s:.2f} / {read_s:.2f}",
+            f"{write_s:.2f} / {read_s:.2f} / {bulk_s:.2f}",
             "",
             "",
             "",
-            "plain kazoo: write in multis of 1,000 / pipelined read",
+            "write in multis of 1,000 / kazoo pipelined read / bulk read",
         )
     console.print(table)
     console.print(
