@@ -23,12 +23,12 @@ import argparse
 import os
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -82,7 +82,25 @@ def raw_pump_mb_s(total_bytes: int = 1 << 30, chunk: int = 1 << 20) -> float:
     return sent / elapsed / 1e6
 
 
-def produce(bootstrap: str, topic: str, n: int, size: int, progress: Progress) -> float:
+class Run(NamedTuple):
+    rate: float  # msg/s
+    client_busy: float  # share of the wall time the client's calling thread was on a CPU
+    server_cores: float  # CPU seconds the server processes used per wall second
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds of the processes so far (Linux /proc)."""
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rpartition(")")[2].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def produce(
+    bootstrap: str, topic: str, n: int, size: int, progress: Progress, server_pids: list[int]
+) -> Run:
     producer = confluent_kafka.Producer(
         {
             "bootstrap.servers": bootstrap,
@@ -108,7 +126,8 @@ def produce(bootstrap: str, topic: str, n: int, size: int, progress: Progress) -
             failed.append(err)
         delivered[0] += 1
 
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.thread_time()
+    server_start = cpu_seconds(server_pids)
     for i in range(n):
         while True:
             try:
@@ -121,13 +140,17 @@ def produce(bootstrap: str, topic: str, n: int, size: int, progress: Progress) -
             progress.update(task, completed=delivered[0])
     remaining = producer.flush(120)
     elapsed = time.perf_counter() - start
+    busy = (time.thread_time() - cpu_start) / elapsed
+    server = (cpu_seconds(server_pids) - server_start) / elapsed
     progress.update(task, completed=n)
     if remaining or failed:
         raise RuntimeError(f"{remaining} undelivered, {len(failed)} failed: {failed[:3]}")
-    return n / elapsed
+    return Run(n / elapsed, busy, server)
 
 
-def consume(bootstrap: str, topic: str, n: int, size: int, progress: Progress) -> float:
+def consume(
+    bootstrap: str, topic: str, n: int, size: int, progress: Progress, server_pids: list[int]
+) -> Run:
     consumer = confluent_kafka.Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -147,7 +170,8 @@ def consume(bootstrap: str, topic: str, n: int, size: int, progress: Progress) -
     )
     task = progress.add_task(f"consume {size} B", total=n)
     seen = 0
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.thread_time()
+    server_start = cpu_seconds(server_pids)
     first = 0  # steady state: the clock runs from the first records (connections are set up)
     while seen < n:
         batch = consumer.consume(num_messages=10000, timeout=1.0)
@@ -155,13 +179,16 @@ def consume(bootstrap: str, topic: str, n: int, size: int, progress: Progress) -
             if message.error() is None:
                 seen += 1
         if batch and not first:
-            first, start = seen, time.perf_counter()
+            first, start, cpu_start = seen, time.perf_counter(), time.thread_time()
+            server_start = cpu_seconds(server_pids)
         progress.update(task, completed=seen)
         if time.perf_counter() - start > 300:
             raise RuntimeError(f"consumed only {seen} of {n} in 300 s")
     elapsed = time.perf_counter() - start
+    busy = (time.thread_time() - cpu_start) / elapsed
+    server = (cpu_seconds(server_pids) - server_start) / elapsed
     consumer.close()
-    return (n - first) / elapsed
+    return Run((n - first) / elapsed, busy, server)
 
 
 def start_mock(rf: int) -> tuple[subprocess.Popen[str], str]:
@@ -173,6 +200,11 @@ def start_mock(rf: int) -> tuple[subprocess.Popen[str], str]:
     assert process.stdout is not None
     bootstrap = process.stdout.readline().strip()
     return process, bootstrap
+
+
+def median_run(runs: list[Run]) -> Run:
+    """The run with the median rate, the lower one of an even count (its CPU figures with it)."""
+    return sorted(runs, key=lambda r: r.rate)[(len(runs) - 1) // 2]
 
 
 def main() -> None:
@@ -189,7 +221,7 @@ def main() -> None:
     console.print("[dim]measuring the raw loopback pump ...[/dim]")
     pump = raw_pump_mb_s()
 
-    runs: dict[tuple[str, int], list[tuple[float, float]]] = {}
+    runs: dict[tuple[str, int], list[tuple[Run, Run]]] = {}
     with (
         tempfile.TemporaryDirectory(prefix="epochlog-bench-") as tmp,
         Progress(
@@ -211,8 +243,9 @@ def main() -> None:
                     # a fresh mock each time: its topic then holds exactly this run's records
                     mock, mock_bootstrap = start_mock(args.rf)
                     try:
-                        p = produce(mock_bootstrap, "bench-0", count, size, progress)
-                        c = consume(mock_bootstrap, "bench-0", count, size, progress)
+                        pids = [mock.pid]
+                        p = produce(mock_bootstrap, "bench-0", count, size, progress, pids)
+                        c = consume(mock_bootstrap, "bench-0", count, size, progress, pids)
                         runs.setdefault(("librdkafka mock", size), []).append((p, c))
                     finally:
                         mock.send_signal(signal.SIGTERM)
@@ -220,13 +253,14 @@ def main() -> None:
                     topic = f"bench-{size}-{rep}"
                     with Admin({"bootstrap.servers": cluster.bootstrap_servers}) as admin:
                         admin.create_topic(topic, PARTITIONS, args.rf)
-                    p = produce(cluster.bootstrap_servers, topic, count, size, progress)
-                    c = consume(cluster.bootstrap_servers, topic, count, size, progress)
+                    pids = [b.pid for b in cluster.brokers.values() if b.pid is not None]
+                    p = produce(cluster.bootstrap_servers, topic, count, size, progress, pids)
+                    c = consume(cluster.bootstrap_servers, topic, count, size, progress, pids)
                     runs.setdefault(("epochlog", size), []).append((p, c))
         finally:
             cluster.close()
     results = {
-        key: (statistics.median(p for p, _ in values), statistics.median(c for _, c in values))
+        key: (median_run([p for p, _ in values]), median_run([c for _, c in values]))
         for key, values in runs.items()
     }
 
@@ -246,6 +280,8 @@ def main() -> None:
         "produce vs mock",
         "consume vs mock",
         "consume vs pump",
+        "client busy P / C",
+        "server cores P / C",
     ):
         table.add_column(column, justify="left" if column in ("target", "record") else "right")
     for (target, size), (p, c) in results.items():
@@ -253,19 +289,37 @@ def main() -> None:
         table.add_row(
             target,
             f"{size} B",
-            f"{p:,.0f}",
-            f"{p * size / 1e6:,.1f}",
-            f"{c:,.0f}",
-            f"{c * size / 1e6:,.1f}",
-            f"{p / mock_p:.2f}x",
-            f"{c / mock_c:.2f}x",
-            f"{c * size / 1e6 / pump:.3f}",
+            f"{p.rate:,.0f}",
+            f"{p.rate * size / 1e6:,.1f}",
+            f"{c.rate:,.0f}",
+            f"{c.rate * size / 1e6:,.1f}",
+            f"{p.rate / mock_p.rate:.2f}x",
+            f"{c.rate / mock_c.rate:.2f}x",
+            f"{c.rate * size / 1e6 / pump:.3f}",
+            f"{p.client_busy:.0%} / {c.client_busy:.0%}",
+            f"{p.server_cores:.2f} / {c.server_cores:.2f}",
         )
     table.add_row(
-        "raw loopback pump", "1 MiB chunks", "", f"{pump:,.0f}", "", f"{pump:,.0f}", "", "", "1.000"
+        "raw loopback pump",
+        "1 MiB chunks",
+        "",
+        f"{pump:,.0f}",
+        "",
+        f"{pump:,.0f}",
+        "",
+        "",
+        "1.000",
+        "",
+        "",
     )
     console.print(table)
-    console.print("[dim]targets (RF 1): produce >= 1.0x mock msg/s; consume >= 2x mock msg/s[/dim]")
+    console.print(
+        "[dim]targets (RF 1): produce >= 1.0x mock msg/s; consume >= 2x mock msg/s. P / C: "
+        "produce / consume. client busy: the share of the wall time the Python thread calling "
+        "produce()/consume() was on a CPU (near 100%: the client, not the server, sets the pace); "
+        "server cores: CPU seconds per second of the mock process or the 3 broker processes. "
+        f"load average at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores[/dim]"
+    )
 
 
 if __name__ == "__main__":
