@@ -30,10 +30,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from epochlog.client.batch_builder import VARINT_SIZES as _SIZES
+from epochlog.client.batch_builder import VARINT_TABLE as _TABLE
+from epochlog.client.batch_builder import VARINTS as _VARINTS
 from epochlog.client.batch_builder import ProducerBatchBuilder
 from epochlog.client.metadata import TopicPartition
 from epochlog.protocol.compression import Compression
 from epochlog.protocol.records import (
+    BATCH_HEADER_SIZE,
     CRC_OFFSET,
     NO_SEQUENCE,
     Header,
@@ -41,10 +45,13 @@ from epochlog.protocol.records import (
     decode_batch,
     record_size_upper_bound,
 )
+from epochlog.protocol.varint import encode_varint
 
 _PRODUCER_FIELDS = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence at byte 43
 _PRODUCER_FIELDS_OFFSET = 43
 _CRC = struct.Struct(">I")
+_NULL = b"\x01"  # varint -1: a null key or value
+_EMPTY = b""
 
 
 class ProducerBatch:
@@ -117,14 +124,62 @@ class ProducerBatch:
         batch_size: int,
     ) -> int:
         """The producer's fast path: append a record without headers to this open, non-empty
-        batch if it fits within `batch_size` by the accumulator's bound (as `append` decides).
-        Returns the bytes added, negated when the batch has now reached `batch_size` (the
-        caller closes it); 0 when the record did not fit and nothing changed."""
-        grown = self.builder.append_plain(timestamp, key, value, batch_size)  # type: ignore[union-attr]
-        if grown:
-            self.handles.append(handle)
-            self.timestamps.append(timestamp)
-        return grown
+        batch if it fits within `batch_size` by the accumulator's bound (26 bytes plus key and
+        value, as `RecordAccumulator.append` decides). Returns the bytes added, negated when
+        the batch has now reached `batch_size` (the caller closes it); 0 when the record did
+        not fit and nothing changed.
+
+        The bytes are those of `RecordBatchBuilder.append` (a unit test compares them), written
+        with one join and the record's length computed from a table of varint sizes; it is the
+        hottest code of the producer, hence flat."""
+        builder = self.builder
+        records = builder._records  # type: ignore[union-attr]
+        before = len(records)
+        if key is None:
+            key_v, key = _NULL, _EMPTY
+            k, n = 0, 1
+        else:
+            k = len(key)
+            key_v = _VARINTS[k] if k < _TABLE else encode_varint(k)
+            n = len(key_v) + k
+        if value is None:
+            value_v, value = _NULL, _EMPTY
+            v = 0
+            n += 1
+        else:
+            v = len(value)
+            value_v = _VARINTS[v] if v < _TABLE else encode_varint(v)
+            n += len(value_v) + v
+        if BATCH_HEADER_SIZE + 26 + before + k + v > batch_size:
+            return 0
+        delta = builder._count  # type: ignore[union-attr]
+        ts_delta = timestamp - builder._base_timestamp  # type: ignore[union-attr,operator]
+        if 0 <= ts_delta < _TABLE and delta < _TABLE:
+            ts_v, delta_v = _VARINTS[ts_delta], _VARINTS[delta]
+            n += 2 + _SIZES[ts_delta] + _SIZES[delta]  # + attributes and header-count bytes
+        else:
+            ts_v, delta_v = encode_varint(ts_delta), encode_varint(delta)
+            n += 2 + len(ts_v) + len(delta_v)
+        records += _EMPTY.join(
+            (
+                _VARINTS[n] if n < _TABLE else encode_varint(n),
+                b"\x00",
+                ts_v,
+                delta_v,
+                key_v,
+                key,
+                value_v,
+                value,
+                b"\x00",
+            )
+        )
+        builder._count = delta + 1  # type: ignore[union-attr]
+        if timestamp > builder._max_timestamp:  # type: ignore[union-attr]
+            builder._max_timestamp = timestamp  # type: ignore[union-attr]
+        self.handles.append(handle)
+        self.timestamps.append(timestamp)
+        after = len(records)
+        return before - after if BATCH_HEADER_SIZE + after >= batch_size else after - before
 
     def close(self) -> None:
         self.appendable = False

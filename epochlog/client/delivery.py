@@ -24,8 +24,14 @@ import concurrent.futures
 import contextlib
 import threading
 from collections.abc import Iterable, Sequence
-from concurrent.futures._base import CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED, PENDING
-from typing import Any
+from concurrent.futures._base import (
+    CANCELLED,
+    CANCELLED_AND_NOTIFIED,
+    FINISHED,
+    PENDING,
+    RUNNING,
+)
+from typing import Any, Protocol
 
 _LOCK = threading.Lock()
 _DONE = (CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED)
@@ -39,6 +45,8 @@ class DeliveryFuture(concurrent.futures.Future):  # type: ignore[type-arg]
     _cond: threading.Condition | None = None  # built when a thread has to wait
     _callbacks: list[Any] | None = None  # built when a callback is added before completion
     _waiter_list: list[Any] | None = None  # concurrent.futures.wait/as_completed waiters
+    _outcome: BatchOutcome | None = None  # completed by complete_batch: the result, unbuilt
+    _index = 0  # this record's index in that batch
 
     def __init__(self) -> None:  # noqa: D107 - no super().__init__: it builds the condition
         pass
@@ -72,12 +80,26 @@ class DeliveryFuture(concurrent.futures.Future):  # type: ignore[type-arg]
     def done(self) -> bool:
         return self._state in _DONE
 
+    def cancelled(self) -> bool:  # the base class takes the condition (so would build it)
+        return self._state in (CANCELLED, CANCELLED_AND_NOTIFIED)
+
+    def running(self) -> bool:  # the base class takes the condition (so would build it)
+        return self._state == RUNNING
+
     def result(self, timeout: float | None = None) -> Any:
         if self._state == FINISHED:
             if self._exception is not None:
                 raise self._exception
-            return self._result
+            return self._Future__get_result()
         return super().result(timeout)
+
+    def _Future__get_result(self) -> Any:  # what the base class's result() returns
+        if self._exception is not None:
+            raise self._exception
+        result = self._result
+        if result is None and self._outcome is not None:
+            result = self._result = self._outcome.result(self._index)
+        return result
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         if self._state == FINISHED:
@@ -117,6 +139,43 @@ class DeliveryFuture(concurrent.futures.Future):  # type: ignore[type-arg]
                 self._invoke_callbacks()  # type: ignore[attr-defined]
         else:
             super().set_exception(exception)
+
+
+class BatchOutcome(Protocol):
+    """The outcome of a batch of records, which builds a record's result when asked."""
+
+    def result(self, index: int) -> Any: ...
+
+
+def complete_batch(futures: Sequence[Any], outcome: BatchOutcome) -> None:
+    """Complete each future with `outcome.result(i)`, skipping futures already done (cancelled
+    by their owner). A DeliveryFuture nobody waits for gets the outcome and its index, under
+    one acquisition of the lock for the batch, and builds its result only if asked; any
+    other future (an asyncio one, or one a thread waits on) is completed the usual way."""
+    if futures and type(futures[0]) is not DeliveryFuture:  # the asyncio producer's futures
+        for i, fut in enumerate(futures):
+            if not fut.done():
+                fut.set_result(outcome.result(i))
+        return
+    with_callbacks: list[DeliveryFuture] = []
+    others: list[tuple[Any, int]] = []
+    with _LOCK:
+        for i, fut in enumerate(futures):
+            if type(fut) is DeliveryFuture and fut._cond is None:
+                if fut._state == PENDING:
+                    fut._outcome = outcome
+                    fut._index = i
+                    fut._state = FINISHED
+                    if fut._callbacks:
+                        with_callbacks.append(fut)
+            else:
+                others.append((fut, i))
+    for fut in with_callbacks:
+        fut._invoke_callbacks()  # type: ignore[attr-defined]
+    for fut, i in others:
+        if not fut.done():
+            with contextlib.suppress(concurrent.futures.InvalidStateError):
+                fut.set_result(outcome.result(i))  # a thread cancelled it meanwhile
 
 
 def complete_all(futures: Sequence[Any], results: Iterable[Any]) -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from itertools import repeat
@@ -36,7 +37,7 @@ from typing import Any, NamedTuple
 from epochlog.aio import wait_for
 from epochlog.client.accumulator import OrderingGate, ProducerBatch, RecordAccumulator
 from epochlog.client.config import Role, load_config
-from epochlog.client.delivery import complete_all
+from epochlog.client.delivery import DeliveryFuture, complete_all, complete_batch
 from epochlog.client.errors import (
     ClientClosedError,
     ClientError,
@@ -79,6 +80,29 @@ class RecordMetadata(NamedTuple):
     partition: int
     offset: int
     timestamp: int
+
+
+class _BatchOutcome:
+    """An acknowledged batch, which builds the RecordMetadata of its i-th record on demand."""
+
+    __slots__ = ("topic", "partition", "base_offset", "log_append_time", "timestamps")
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        base_offset: int,
+        log_append_time: int,
+        batch: ProducerBatch,
+    ) -> None:
+        self.topic, self.partition = topic, partition
+        self.base_offset, self.log_append_time = base_offset, log_append_time
+        self.timestamps = batch.timestamps if log_append_time < 0 else None
+
+    def result(self, index: int) -> RecordMetadata:
+        offset = self.base_offset + index if self.base_offset >= 0 else -1
+        timestamp = self.timestamps[index] if self.timestamps is not None else self.log_append_time
+        return RecordMetadata(self.topic, self.partition, offset, timestamp)
 
 
 class _TopicState:
@@ -151,6 +175,7 @@ class AsyncProducer:
         self._incomplete: set[ProducerBatch] = set()
         self._wakeup = asyncio.Event()
         self._sender: asyncio.Task[None] | None = None
+        self._new_future: Callable[[], asyncio.Future[Any]] = _create_future_on_running_loop
         self._closing = False
         self._fatal: Exception | None = None
         self._batch_size: int = c["batch.size"]
@@ -191,7 +216,13 @@ class AsyncProducer:
             self._net.add_listener(self._wakeup.set)
             self._net.add_cluster_id_listener(self._cluster_changed)
             await self._net.start()
-            self._sender = asyncio.get_running_loop().create_task(self._run(), name="sender")
+            loop = asyncio.get_running_loop()
+            self._new_future = (
+                functools.partial(asyncio.Future, loop=loop)  # loop.create_future, minus a frame
+                if type(loop).create_future is asyncio.BaseEventLoop.create_future
+                else loop.create_future
+            )
+            self._sender = loop.create_task(self._run(), name="sender")
 
     # ---------------------------------------------------------------- sending
 
@@ -247,7 +278,7 @@ class AsyncProducer:
     ) -> asyncio.Future[RecordMetadata]:
         """`send` for a started producer that already has the topic's metadata, with key, value
         and headers already normalized and size-checked; never waits."""
-        fut: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[RecordMetadata] = self._new_future()
         if on_delivery is not None:
             fut.add_done_callback(_deliver_to(on_delivery))
         if not self.try_append(topic, value, key, headers, partition, timestamp, fut):
@@ -444,22 +475,30 @@ class AsyncProducer:
             if any(self._in_flight.values()) or not self._acc.has_queued() or self._fatal:
                 return 1000.0
             return await self._init_producer_id()
-        check = self._acc.ready(now, self._leader_of)
-        if check.unknown_leader_topics:
-            self._net.want_topics(check.unknown_leader_topics)
-            self._net.request_update()
-        wait_ms = min(check.next_check_ms, 1000.0)
-        sendable = []
-        for node in check.nodes:
-            if self._in_flight.get(node, 0) >= self._max_in_flight:
-                continue
-            if self._net.try_ready(node) is None:
-                delay = self._net.connection_delay(node)
-                if delay != float("inf"):
-                    wait_ms = min(wait_ms, max(delay, 1.0))
-                continue
-            sendable.append(node)
-        if sendable:
+        # Drain again while nodes have room for more requests: the sender shares its loop with
+        # the application, which may give it a turn only now and then (a burst of send_nowait,
+        # or the blocking facade's caller holding the GIL), so one turn should send all that is
+        # ready, not one request per node. Not after a retry, though: retried and split
+        # batches go one request at a time, as before, so they cannot overtake one another.
+        wait_ms = 1000.0
+        for attempt in range(self._max_in_flight):
+            check = self._acc.ready(now, self._leader_of)
+            if attempt == 0 and check.unknown_leader_topics:
+                self._net.want_topics(check.unknown_leader_topics)
+                self._net.request_update()
+            wait_ms = min(wait_ms, check.next_check_ms)
+            sendable = []
+            for node in check.nodes:
+                if self._in_flight.get(node, 0) >= self._max_in_flight:
+                    continue
+                if self._net.try_ready(node) is None:
+                    delay = self._net.connection_delay(node)
+                    if delay != float("inf"):
+                        wait_ms = min(wait_ms, max(delay, 1.0))
+                    continue
+                sendable.append(node)
+            if not sendable:
+                break
             drained = self._acc.drain(
                 now,
                 sendable,
@@ -467,11 +506,17 @@ class AsyncProducer:
                 self._max_request_size - _PRODUCE_REQUEST_OVERHEAD,
                 self._gate,
             )
+            if not drained:
+                break
+            retried = False
             for node, batches in drained.items():
                 self._in_flight[node] = self._in_flight.get(node, 0) + 1
                 asyncio.get_running_loop().create_task(
                     self._produce(node, batches), name=f"produce to node {node}"
                 )
+                retried = retried or any(b.attempts for b in batches)
+            if retried:
+                break
         return wait_ms
 
     async def _init_producer_id(self) -> float:
@@ -618,6 +663,12 @@ class AsyncProducer:
         self._incomplete.discard(batch)
         topic, partition = batch.tp
         handles = batch.handles
+        if handles and type(handles[0]) is DeliveryFuture:  # the blocking facade's futures
+            # each builds its RecordMetadata when asked: most never are (a fire-and-forget
+            # send, or a caller that only checks for errors)
+            outcome = _BatchOutcome(topic, partition, base_offset, log_append_time, batch)
+            complete_batch(handles, outcome)
+            return
         n = len(handles)
         offsets = range(base_offset, base_offset + n) if base_offset >= 0 else repeat(-1, n)
         stamps = batch.timestamps if log_append_time < 0 else repeat(log_append_time, n)
@@ -631,6 +682,10 @@ class AsyncProducer:
             if not fut.done():
                 fut.set_exception(exc)
                 fut.exception()  # marks it retrieved: a fire-and-forget send logs nothing
+
+
+def _create_future_on_running_loop() -> asyncio.Future[Any]:
+    return asyncio.get_running_loop().create_future()
 
 
 def _awaitable(handle: Any) -> asyncio.Future[Any]:

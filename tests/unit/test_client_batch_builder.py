@@ -5,7 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from epochlog.client.accumulator import ProducerBatch
 from epochlog.client.batch_builder import ProducerBatchBuilder
+from epochlog.client.metadata import TopicPartition
 from epochlog.protocol.compression import Compression
 from epochlog.protocol.records import RecordBatchBuilder, decode_batch
 
@@ -32,28 +34,32 @@ plain_records = st.lists(st.tuples(st.integers(0, 10**13), blobs, blobs), min_si
 
 @settings(max_examples=60, deadline=None)
 @given(plain_records, st.integers(100, 40000))
-def test_append_plain_writes_the_bytes_of_append_within_batch_size(
+def test_the_fast_path_writes_the_bytes_of_append_within_batch_size(
     items: list, batch_size: int
 ) -> None:
-    """The header-less fast path, including timestamps before the batch's first one (a
-    negative delta) and deltas past the varint table: the same bytes as the protocol's
-    builder, and a record is refused exactly when the accumulator's bound would not fit."""
-    ours, reference = ProducerBatchBuilder(), RecordBatchBuilder()
+    """`ProducerBatch.try_append_plain`, the producer's path for records without headers,
+    including timestamps before the batch's first one (a negative delta) and lengths past the
+    varint table: the same bytes as the protocol's builder, and a record is refused exactly
+    when the accumulator's bound would not fit."""
+    ours = ProducerBatch(TopicPartition("t", 0), Compression.NONE, 0)
+    reference = RecordBatchBuilder()
     first, rest = items[0], items[1:]
-    ours.append(first[0], first[1], first[2])
+    ours.append(first[0], first[1], first[2], [], "first")
     reference.append(first[0], first[1], first[2])
-    for timestamp, key, value in rest:
-        before = ours.estimated_size
+    for i, (timestamp, key, value) in enumerate(rest):
+        before = ours.size
         fits = before + 26 + len(key or b"") + len(value or b"") <= batch_size  # accumulator
-        grown = ours.append_plain(timestamp, key, value, batch_size)
+        grown = ours.try_append_plain(timestamp, key, value, i, batch_size)
         if not fits:
-            assert grown == 0 and ours.estimated_size == before
+            assert grown == 0 and ours.size == before
             break
         reference.append(timestamp, key, value)
-        after = ours.estimated_size
+        after = ours.size
         assert grown == (before - after if after >= batch_size else after - before) != 0
-    assert len(ours) == len(reference) and ours.estimated_size == reference.estimated_size
-    assert ours.build() == reference.build()
+    assert ours.record_count == len(reference) and ours.size == reference.estimated_size
+    assert ours.timestamps == [r.timestamp for r in decode_batch(reference.build()).records]
+    ours.close()
+    assert ours.data == reference.build()
 
 
 def test_many_records_and_large_deltas_round_trip() -> None:

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from epochlog.client.delivery import DeliveryFuture, complete_all
+from epochlog.client.delivery import DeliveryFuture, complete_all, complete_batch
 
 
 def test_result_and_callbacks_without_waiting() -> None:
@@ -95,3 +95,48 @@ def test_a_new_future_holds_no_per_instance_state() -> None:
     assert vars(fut) == {} and not fut.done()
     fut.set_result(1)
     assert set(vars(fut)) == {"_result", "_state"}
+
+
+class Outcome:
+    """A batch outcome that counts the results it builds."""
+
+    def __init__(self) -> None:
+        self.built: list[int] = []
+
+    def result(self, index: int) -> str:
+        self.built.append(index)
+        return f"record {index}"
+
+
+def test_complete_batch_builds_a_result_only_when_asked() -> None:
+    lazy, with_callback, waited_on, cancelled = (DeliveryFuture() for _ in range(4))
+    seen: list[object] = []
+    with_callback.add_done_callback(lambda f: seen.append(f.result()))
+    assert cancelled.cancel()
+    got: list[object] = []
+    waiter = threading.Thread(target=lambda: got.append(waited_on.result(5)))
+    waiter.start()
+    deadline = time.monotonic() + 5
+    while waited_on._cond is None and time.monotonic() < deadline:  # the waiter built it
+        time.sleep(0.001)
+    outcome = Outcome()
+    complete_batch([lazy, with_callback, waited_on, cancelled], outcome)
+    waiter.join(5)
+    assert seen == ["record 1"] and got == ["record 2"] and cancelled.cancelled()
+    assert lazy.done() and lazy.exception() is None and sorted(outcome.built) == [1, 2]
+    assert lazy.result() == "record 0" and lazy.result(0) == "record 0"  # built once
+    assert sorted(outcome.built) == [0, 1, 2]
+    done, _ = concurrent.futures.wait([lazy, with_callback], timeout=1)
+    assert done == {lazy, with_callback}
+
+
+def test_complete_batch_with_asyncio_futures() -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        futures = [loop.create_future() for _ in range(3)]
+        futures[1].cancel()
+        complete_batch(futures, Outcome())
+        assert futures[0].result() == "record 0" and futures[1].cancelled()
+        assert futures[2].result() == "record 2"
+    finally:
+        loop.close()
