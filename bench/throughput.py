@@ -12,6 +12,11 @@ Produce and consume rates are steady-state: produce is timed after one acknowled
 record per partition (a just-created topic's followers are still starting), consume from the
 first records, after connections and offset lookups, with librdkafka allowed to prefetch
 freely on both targets.
+Two more columns tell whose pace the figures are: how busy the client's calling thread was and
+how many cores the servers used; and a fetch-only consume (Kafka's fetch pattern, records counted
+from CRC-checked batch headers, not decoded) reads the same records with a client that does
+little per record, so that the servers' serving speed shows where the Python consumer loop
+would hide it.
 Targets from the issue: produce >= 1.0x the mock's msg/s, consume >= 2x the mock's msg/s.
 
 Run: `.venv/bin/python bench/throughput.py [--messages 200000] [--rf 1]`.
@@ -42,7 +47,9 @@ from epochlog.testing.cluster import LocalCluster  # noqa: E402
 
 MOCK = Path(__file__).resolve().parents[2] / "shared" / "tools" / "librdkafka_mock_cluster.py"
 PARTITIONS = 16
-console = Console(width=130)
+MIB = 1 << 20
+FETCH_ONLY_PASSES = 5
+console = Console(width=160)
 
 
 def raw_pump_mb_s(total_bytes: int = 1 << 30, chunk: int = 1 << 20) -> float:
@@ -191,6 +198,105 @@ def consume(
     return Run((n - first) / elapsed, busy, server)
 
 
+def consume_fetch_only(
+    bootstrap: str, topic: str, n: int, server_pids: list[int], passes: int = FETCH_ONLY_PASSES
+) -> Run:
+    """msg/s a client that does not decode records gets: the server's pace, not the client's.
+
+    Kafka clients' way of fetching (one Fetch in flight per broker, each for all the partitions
+    it leads, `fetch.max.bytes` 50 MiB, `max.partition.fetch.bytes` 1 MiB, fetch.max.wait 500 ms)
+    with epochlog's protocol codec; each batch is CRC-checked and its records counted from its
+    header instead of decoded one by one. The topic's n records are read `passes` times from the
+    beginning (one pass is too short to time well); connections are opened before the clock
+    starts, and a pass ends when its n-th record has arrived."""
+    import asyncio
+
+    from epochlog.client import BrokerConnection
+    from epochlog.protocol import messages as m
+    from epochlog.protocol.api import ApiKey
+    from epochlog.protocol.records import iter_batches
+
+    metadata = confluent_kafka.Producer({"bootstrap.servers": bootstrap}).list_topics(
+        topic, timeout=10
+    )
+    led: dict[int, list[int]] = {}
+    for partition, info in sorted(metadata.topics[topic].partitions.items()):
+        led.setdefault(info.leader, []).append(partition)
+    addresses = {b.id: (b.host, b.port) for b in metadata.brokers.values()}
+    offsets: dict[int, int] = {}
+    seen = [0]
+
+    async def fetch_from(
+        conn: BrokerConnection, partitions: list[int], done: asyncio.Event
+    ) -> None:
+        version = min(12, conn.version_for(ApiKey.FETCH))  # topic names: the mock's too
+        while not done.is_set():
+            request = m.FetchRequest(
+                replica_id=-1,
+                max_wait_ms=500,
+                min_bytes=1,
+                max_bytes=52428800,
+                topics=[
+                    m.FetchRequest.FetchTopic(
+                        topic=topic,
+                        partitions=[
+                            m.FetchRequest.FetchPartition(
+                                partition=p, fetch_offset=offsets[p], partition_max_bytes=MIB
+                            )
+                            for p in partitions
+                        ],
+                    )
+                ],
+            )
+            response = await conn.send(request, api_key=ApiKey.FETCH, version=version)
+            for topic_data in response.responses:
+                for data in topic_data.partitions:
+                    if data.error_code:
+                        raise RuntimeError(f"fetch from {conn}: error {data.error_code}")
+                    for _, header in iter_batches(data.records or b"", verify=True):
+                        if header.base_offset >= offsets[data.partition_index]:
+                            seen[0] += header.records_count
+                            offsets[data.partition_index] = header.next_offset
+            if seen[0] >= n:
+                done.set()
+
+    async def run() -> float:
+        conns = {
+            node: BrokerConnection(*addresses[node], node_id=node, client_id="bench-fetch-only")
+            for node in led
+        }
+        try:
+            await asyncio.gather(*(conn.connect() for conn in conns.values()))
+            elapsed = 0.0
+            for _ in range(passes):
+                offsets.update(dict.fromkeys(metadata.topics[topic].partitions, 0))
+                seen[0] = 0
+                done = asyncio.Event()
+                start = time.perf_counter()
+                tasks = [
+                    asyncio.create_task(fetch_from(conns[node], ps, done))
+                    for node, ps in led.items()
+                ]
+                await asyncio.wait_for(done.wait(), 300)
+                elapsed += time.perf_counter() - start
+                # Fetches still waiting for more data end by max wait (not cancelled: a broker
+                # answers a connection's requests in order, so the next pass would wait for them).
+                await asyncio.gather(*tasks)
+                if seen[0] < n:
+                    raise RuntimeError(f"fetched only {seen[0]} of {n}")
+            return elapsed
+        finally:
+            await asyncio.gather(*(conn.close() for conn in conns.values()))
+
+    cpu_start, server_start = time.process_time(), cpu_seconds(server_pids)
+    elapsed = asyncio.run(run())
+    return Run(
+        n * passes / elapsed,
+        (time.process_time() - cpu_start) / elapsed,
+        (cpu_seconds(server_pids) - server_start) / elapsed,
+    )
+
+
 def start_mock(rf: int) -> tuple[subprocess.Popen[str], str]:
     process = spawn(
         [sys.executable, str(MOCK), "3", "bench-0", str(PARTITIONS), str(rf)],
@@ -221,7 +327,7 @@ def main() -> None:
     console.print("[dim]measuring the raw loopback pump ...[/dim]")
     pump = raw_pump_mb_s()
 
-    runs: dict[tuple[str, int], list[tuple[Run, Run]]] = {}
+    runs: dict[tuple[str, int], list[tuple[Run, Run, Run]]] = {}
     with (
         tempfile.TemporaryDirectory(prefix="epochlog-bench-") as tmp,
         Progress(
@@ -246,7 +352,8 @@ def main() -> None:
                         pids = [mock.pid]
                         p = produce(mock_bootstrap, "bench-0", count, size, progress, pids)
                         c = consume(mock_bootstrap, "bench-0", count, size, progress, pids)
-                        runs.setdefault(("librdkafka mock", size), []).append((p, c))
+                        f = consume_fetch_only(mock_bootstrap, "bench-0", count, pids)
+                        runs.setdefault(("librdkafka mock", size), []).append((p, c, f))
                     finally:
                         mock.send_signal(signal.SIGTERM)
                         mock.wait()
@@ -256,11 +363,12 @@ def main() -> None:
                     pids = [b.pid for b in cluster.brokers.values() if b.pid is not None]
                     p = produce(cluster.bootstrap_servers, topic, count, size, progress, pids)
                     c = consume(cluster.bootstrap_servers, topic, count, size, progress, pids)
-                    runs.setdefault(("epochlog", size), []).append((p, c))
+                    f = consume_fetch_only(cluster.bootstrap_servers, topic, count, pids)
+                    runs.setdefault(("epochlog", size), []).append((p, c, f))
         finally:
             cluster.close()
     results = {
-        key: (median_run([p for p, _ in values]), median_run([c for _, c in values]))
+        key: tuple(median_run([run[i] for run in values]) for i in range(3))
         for key, values in runs.items()
     }
 
@@ -280,12 +388,14 @@ def main() -> None:
         "produce vs mock",
         "consume vs mock",
         "consume vs pump",
+        "fetch-only consume msg/s",
+        "fetch-only vs mock",
         "client busy P / C",
         "server cores P / C",
     ):
         table.add_column(column, justify="left" if column in ("target", "record") else "right")
-    for (target, size), (p, c) in results.items():
-        mock_p, mock_c = results[("librdkafka mock", size)]
+    for (target, size), (p, c, f) in results.items():
+        mock_p, mock_c, mock_f = results[("librdkafka mock", size)]
         table.add_row(
             target,
             f"{size} B",
@@ -296,6 +406,8 @@ def main() -> None:
             f"{p.rate / mock_p.rate:.2f}x",
             f"{c.rate / mock_c.rate:.2f}x",
             f"{c.rate * size / 1e6 / pump:.3f}",
+            f"{f.rate:,.0f}",
+            f"{f.rate / mock_f.rate:.2f}x",
             f"{p.client_busy:.0%} / {c.client_busy:.0%}",
             f"{p.server_cores:.2f} / {c.server_cores:.2f}",
         )
@@ -311,6 +423,8 @@ def main() -> None:
         "1.000",
         "",
         "",
+        "",
+        "",
     )
     console.print(table)
     console.print(
@@ -318,6 +432,8 @@ def main() -> None:
         "produce / consume. client busy: the share of the wall time the Python thread calling "
         "produce()/consume() was on a CPU (near 100%: the client, not the server, sets the pace); "
         "server cores: CPU seconds per second of the mock process or the 3 broker processes. "
+        "fetch-only: Kafka's fetch pattern with records counted from CRC-checked batch headers "
+        "instead of decoded, so the server, not a Python consumer loop, sets the pace. "
         f"load average at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores[/dim]"
     )
 
