@@ -20,6 +20,7 @@ too, so completion either sees them or the adder sees the future done and runs t
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import contextlib
 import threading
@@ -48,8 +49,8 @@ class DeliveryFuture(concurrent.futures.Future):  # type: ignore[type-arg]
     _outcome: BatchOutcome | None = None  # completed by complete_batch: the result, unbuilt
     _index = 0  # this record's index in that batch
 
-    def __init__(self) -> None:  # noqa: D107 - no super().__init__: it builds the condition
-        pass
+    # no super().__init__ (it builds the condition), and no Python-level __init__ at all
+    __init__ = object.__init__
 
     @property  # type: ignore[override]
     def _condition(self) -> threading.Condition:
@@ -184,8 +185,10 @@ def complete_all(futures: Sequence[Any], results: Iterable[Any]) -> None:
     the lock; any other future (an asyncio one, or one a thread waits on) the usual way."""
     if futures and type(futures[0]) is not DeliveryFuture:  # the asyncio producer's futures
         for fut, result in zip(futures, results, strict=True):
-            if not fut.done():
+            try:  # noqa: SIM105 - a with-statement a record costs more
                 fut.set_result(result)
+            except (asyncio.InvalidStateError, concurrent.futures.InvalidStateError):
+                pass  # done already: cancelled by its owner
         return
     with_callbacks: list[DeliveryFuture] = []
     others: list[tuple[Any, Any]] = []

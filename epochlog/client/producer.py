@@ -252,6 +252,7 @@ class AsyncProducer:
         await self.start()
         if self._net.cluster.partition_count(topic) is None:
             await self._net.topic_metadata(topic, self._max_block_ms)
+            self._connect_to_leaders(topic)
         if self._acc.buffered_bytes > self._buffer_memory:
             await self._wait_for_buffer()
 
@@ -384,7 +385,18 @@ class AsyncProducer:
     async def partitions_for(self, topic: str) -> list[int]:
         await self.start()
         info = await self._net.topic_metadata(topic, self._max_block_ms)
+        self._connect_to_leaders(topic)
         return sorted(info.partitions)
+
+    def _connect_to_leaders(self, topic: str) -> None:
+        """Start connecting to the leaders of `topic` now that its metadata is known, rather
+        than when its first batch is ready: the records sent meanwhile need not wait for the
+        connection handshakes (which a busy application's loop may take a while to run)."""
+        cluster = self._net.cluster
+        for partition in cluster.available_partitions(topic):
+            leader = cluster.leader_for((topic, partition))
+            if leader is not None:
+                self._net.try_ready(leader)
 
     async def flush(self, timeout: float | None = None) -> None:
         """Send everything queued now and wait until it is acknowledged or failed."""
@@ -472,7 +484,8 @@ class AsyncProducer:
             if self._idem is not None and batch.has_sequence:
                 self._idem.request_reset()
         if self._idem is not None and not self._idem.has_producer_id:
-            if any(self._in_flight.values()) or not self._acc.has_queued() or self._fatal:
+            # at once, as Kafka's producer does, not when the first batch is ready
+            if any(self._in_flight.values()) or self._fatal:
                 return 1000.0
             return await self._init_producer_id()
         # Drain again while nodes have room for more requests: the sender shares its loop with
@@ -597,6 +610,9 @@ class AsyncProducer:
                         -1,
                         ClientError(f"produce response from node {node} has no result for {b.tp}"),
                     )
+                    continue
+                if p.error_code == 0:  # the common case: no exception to build
+                    self._complete(b, ErrorCode.NONE, p.base_offset, p.log_append_time_ms, None)
                     continue
                 message = getattr(p, "error_message", None)
                 exc = KafkaError(p.error_code, f"produce to {b.tp}", message)
