@@ -63,12 +63,28 @@ _ZIGZAG_1 = [(b >> 1) ^ -(b & 1) for b in range(128)]
 # ------------------------------------------------------------------------------ varints
 
 
-def _read_varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The zig-zag varints (up to 10 bytes: varlongs too) at `pos`: (values, sizes)."""
-    first = buf[pos]
-    if not (first & 0x80).any():
-        v = first.astype(np.int64)
-        return (v >> 1) ^ -(v & 1), np.ones(len(pos), np.int64)
+def _read_varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray | int]:
+    """The zig-zag varints (varlongs too) at `pos`: (values, sizes); sizes is 1 when all are
+    one byte long, the common case."""
+    b = buf[pos]
+    active = b >= 128
+    if not active.any():
+        v = b.astype(np.int64)
+        return (v >> 1) ^ -(v & 1), 1
+    value = (b & 0x7F).astype(np.int64)
+    size = np.ones(len(pos), np.int64)
+    for j in range(1, 9):  # up to 9 bytes: 63 bits, within int64
+        b = buf[pos + j]
+        value |= np.where(active, (b & 0x7F).astype(np.int64) << (7 * j), 0)
+        size += active
+        active &= b >= 128
+        if not active.any():
+            return (value >> 1) ^ -(value & 1), size
+    return _read_long_varints(buf, pos)
+
+
+def _read_long_varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`_read_varints` for varlongs of 10 bytes, in unsigned arithmetic."""
     value = np.zeros(len(pos), np.uint64)
     size = np.zeros(len(pos), np.int64)
     active = np.ones(len(pos), bool)
@@ -77,9 +93,7 @@ def _read_varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndar
         value |= np.where(active, (b & np.uint64(0x7F)) << np.uint64(7 * j), np.uint64(0))
         size += active
         active &= b >= 128
-        if not active.any():
-            break
-    else:
+    if active.any():
         raise CorruptRecordError("a record has a varint longer than 10 bytes")
     signed = (value >> np.uint64(1)).astype(np.int64) ^ -(value & np.uint64(1)).astype(np.int64)
     return signed, size
@@ -123,6 +137,42 @@ def _range_mask(size: int, starts: np.ndarray, lengths: np.ndarray) -> np.ndarra
     return np.repeat(pattern, runs)
 
 
+def _gather(
+    buf: np.ndarray, starts: np.ndarray, sizes: np.ndarray, offsets: np.ndarray
+) -> np.ndarray:
+    """The byte ranges [starts[i], starts[i] + sizes[i]) of `buf`, concatenated (`offsets`: their
+    cumulated sizes). Records of one producer mostly come in runs of equal layout: ranges of one
+    size at one stride, which copy as a 2-d strided view; otherwise a mask picks the bytes."""
+    n = len(starts)
+    total = int(offsets[-1])
+    if not total:
+        return np.zeros(0, np.uint8)
+    if n > 1:
+        step = np.diff(starts)
+        changed = sizes[1:] != sizes[:-1]
+        changed[1:] |= step[1:] != step[:-1]
+        bounds = [0, *(np.flatnonzero(changed) + 1).tolist(), n]
+    else:
+        bounds = [0, n]
+    if len(bounds) > n // 16 + 8:  # no long runs: a mask is cheaper than many small copies
+        return buf[_range_mask(len(buf), starts, sizes)]
+    data = np.empty(total, np.uint8)
+    for a, b in zip(bounds[:-1], bounds[1:], strict=False):
+        size = int(sizes[a])
+        if not size:
+            continue
+        at = int(starts[a])
+        out = int(offsets[a])
+        if b - a == 1:
+            data[out : out + size] = buf[at : at + size]
+            continue
+        rows = np.lib.stride_tricks.as_strided(
+            buf[at:], shape=(b - a, size), strides=(int(starts[a + 1]) - at, 1), writeable=False
+        )
+        data[out : out + (b - a) * size].reshape(b - a, size)[...] = rows
+    return data
+
+
 def _binary_array(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:
     """An Arrow binary array of the byte ranges of `buf` (length -1: null)."""
     n = len(starts)
@@ -132,7 +182,7 @@ def _binary_array(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> p
     np.cumsum(sizes, out=offsets[1:])
     if offsets[-1] >= 2**31:
         raise ValueError("more than 2 GiB of keys or values in one Arrow batch")
-    data = buf[_range_mask(len(buf), starts, sizes)] if offsets[-1] else np.zeros(0, np.uint8)
+    data = _gather(buf, starts, sizes, offsets)
     validity = None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
     return pa.Array.from_buffers(
         pa.binary(),
@@ -172,20 +222,20 @@ class _Batch:
     has_records_in_range: bool = True
 
 
-def _is_abort_marker(payload: bytes, header: object) -> bool:
-    for r in decode_records(payload, header):  # type: ignore[arg-type]
+def _is_abort_marker(payload: bytes | memoryview, header: object) -> bool:
+    for r in decode_records(bytes(payload), header):  # type: ignore[arg-type]
         if r.key is not None and len(r.key) >= 4:
             return int.from_bytes(r.key[2:4], "big", signed=True) == 0
     return False
 
 
-def _payload(buf: bytes | memoryview, pos: int, header: object) -> bytes:
+def _payload(buf: bytes | memoryview, pos: int, header: object) -> bytes | memoryview:
     h = header
-    raw = bytes(memoryview(buf)[pos + BATCH_HEADER_SIZE : pos + h.size])  # type: ignore[attr-defined]
+    raw = memoryview(buf)[pos + BATCH_HEADER_SIZE : pos + h.size]  # type: ignore[attr-defined]
     if h.compression is Compression.NONE:  # type: ignore[attr-defined]
         return raw
     try:
-        return decompress(h.compression, raw)  # type: ignore[attr-defined]
+        return decompress(h.compression, bytes(raw))  # type: ignore[attr-defined]
     except CorruptRecordError:
         raise
     except Exception as exc:  # each library raises its own type
@@ -224,7 +274,7 @@ def decode_fetch(
     """Columns of the records in [fetch_offset, end_offset) of one partition's fetched bytes;
     `aborted` is the response's (producer id, first offset) pairs. See the module docstring."""
     batches: list[_Batch] = []
-    payloads: list[bytes] = []
+    payloads: list[bytes | memoryview] = []
     next_offset = fetch_offset
     last_epoch = -1
     at = 0
@@ -287,7 +337,7 @@ def decode_fetch(
             next_offset,
             last_epoch,
         )
-    joined = b"".join(payloads)
+    joined = b"".join([*payloads, bytes(_PAD)])  # padded: see _PAD
     try:
         return _decode_records(
             joined,
@@ -308,8 +358,9 @@ def _record_starts(
 ) -> np.ndarray:
     """Where each record starts in `joined`. Records follow one another, each led by its length,
     so this is a walk; it guesses that the next records have the length of the current one
-    (records of one producer often do), checks a window of guesses at once with numpy, and
-    keeps the verified prefix. Where lengths keep changing it walks in Python."""
+    (records of one producer often do), checks a window of guesses at once with numpy (their
+    length prefixes must be the current one's bytes), and keeps the verified prefix. Where
+    lengths keep changing it walks in Python."""
     parts: list[np.ndarray] = []
     for b, end in zip(batches, ends, strict=True):
         pos = b.payload_at
@@ -321,16 +372,21 @@ def _record_starts(
                 break
             stride = body - pos + length
             m = min(window, left, (end - pos - 1) // stride + 1)
-            guess = pos + stride * np.arange(m, dtype=np.int64)
-            lengths, sizes = _read_varints(buf, guess)
-            wrong = np.flatnonzero(lengths + sizes != stride)
-            k = int(wrong[0]) + 1 if len(wrong) else m
+            guess = np.arange(pos, pos + stride * m, stride, dtype=np.int64)
+            same = buf[guess] == joined[pos]
+            for j in range(1, body - pos):
+                same &= buf[guess + j] == joined[pos + j]
+            wrong = np.flatnonzero(~same)
+            k = int(wrong[0]) + 1 if len(wrong) else m  # guess[:k] are record starts
             parts.append(guess[:k])
-            pos = int(guess[k - 1] + sizes[k - 1] + lengths[k - 1])
             left -= k
-            if k == m:
+            if not len(wrong):
+                pos = int(guess[-1]) + stride
                 window = min(window * 4, 1 << 16)
-            elif k < 16 and left > 0:  # lengths vary: walk a stretch in Python
+                continue
+            length, body = decode_varint(joined, int(guess[k - 1]))
+            pos = body + length
+            if k < 16 and left > 0:  # lengths vary: walk a stretch in Python
                 walked, pos = _walk(joined, pos, min(left, 128))
                 parts.append(np.array(walked, np.int64))
                 left -= len(walked)
@@ -363,7 +419,7 @@ def _walk(joined: bytes, pos: int, count: int) -> tuple[list[int], int]:
 
 def _decode_records(
     joined: bytes,
-    payloads: list[bytes],
+    payloads: list[bytes | memoryview],
     batches: list[_Batch],
     fetch_offset: int,
     end_offset: int | None,
@@ -371,7 +427,7 @@ def _decode_records(
     next_offset: int,
     last_epoch: int,
 ) -> DecodedColumns:
-    buf = np.frombuffer(joined + bytes(_PAD), np.uint8)
+    buf = np.frombuffer(joined, np.uint8)
     ends = [b.payload_at + len(p) for b, p in zip(batches, payloads, strict=True)]
     starts = _record_starts(buf, joined, batches, ends)
     counts = np.array([b.count for b in batches], np.int64)
