@@ -4,10 +4,15 @@ Each facade owns one background thread running an asyncio event loop, on which i
 client lives; every method hands its work to that loop (`asyncio.run_coroutine_threadsafe`) and
 waits for the result, so the asyncio client is only ever touched from its own loop and needs no
 locks. `Producer.send` does not wait: it normalizes and size-checks the record in the caller's
-thread (so a record over max.request.size raises at once), schedules the append on the loop and
-returns a `concurrent.futures.Future`; delivery callbacks run on the loop thread, as Kafka's Java
-producer runs them on its I/O thread, so they must be quick. When `buffer.memory` is full,
-`send` blocks for up to `max.block.ms`, as in Kafka.
+thread (so a record over max.request.size raises at once), hands it to the loop and returns a
+`concurrent.futures.Future` (a `DeliveryFuture`); delivery callbacks run on the loop thread, as
+Kafka's Java producer runs them on its I/O thread, so they must be quick. When `buffer.memory`
+is full, or 1024 records handed over are not yet taken by the loop, `send` blocks for up to
+`max.block.ms`, as in Kafka.
+
+The hand-over is a deque the caller extends and the loop empties, with one loop wakeup per
+burst of sends (`call_soon_threadsafe` once, not per record) and no lock: the GIL makes each
+extend atomic and orders the flag that says a wakeup is pending.
 """
 
 from __future__ import annotations
@@ -37,12 +42,14 @@ from epochlog.client.producer import (
     normalize_headers,
     to_bytes,
 )
+from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.messages.pin_controller import PinStatus
 from epochlog.protocol.records import BATCH_HEADER_SIZE
 
 T = TypeVar("T")
 _NO_HEADERS: tuple[()] = ()
-_HANDOFF_HIGH = 32768  # records a sending thread may hand over before it lets the loop catch up
+_HANDOFF_RECORDS = 1024  # records handed over to the loop thread and not yet taken, at most
+_HANDOFF_ENTRIES = 7 * _HANDOFF_RECORDS  # seven deque entries a record
 
 
 class _LoopThread:
@@ -154,6 +161,8 @@ class Producer:
             check_record_size(key_b, value_b, hdrs, self._max_request_size)
         if self._acc.buffered_bytes > self._buffer_memory:
             self._thread.run(self._producer.ready_for(topic))
+        if len(self._handoff) >= _HANDOFF_ENTRIES and threading.get_ident() != self._thread.ident:
+            self._wait_for_drain()
         result = DeliveryFuture()
         if on_delivery is not None:
             result.add_done_callback(_deliver_to(on_delivery))
@@ -164,22 +173,28 @@ class Producer:
         if not self._handoff_scheduled:  # one loop wakeup per burst of sends, not per record
             self._handoff_scheduled = True
             self._thread.loop.call_soon_threadsafe(self._drain_handoff)
-        if len(handoff) >= _HANDOFF_HIGH * 7 and threading.get_ident() != self._thread.ident:
-            self._wait_for_drain()
         return result
 
     def _wait_for_drain(self) -> None:
-        """Let the loop thread catch up: without this a caller sending in a tight loop keeps
-        the GIL and the loop thread gets it once per switch interval (5 ms) after each of
-        its socket calls, so batches go out slowly (the GIL convoy)."""
+        """Wait (up to max.block.ms) until the loop has taken the records handed over.
+
+        This bounds the records queued between the threads (as buffer.memory bounds the
+        batches), and it lets the loop thread run: a caller sending in a tight loop otherwise
+        keeps the GIL, the loop thread gets it once per switch interval (5 ms), and little is
+        sent before flush()."""
         drained = self._drained
         deadline = time.monotonic() + self._max_block_ms / 1000
-        while len(self._handoff) >= _HANDOFF_HIGH * 7:
+        while len(self._handoff) >= _HANDOFF_ENTRIES:
             drained.clear()
-            if len(self._handoff) < _HANDOFF_HIGH * 7 or self._closed:
+            if len(self._handoff) < _HANDOFF_ENTRIES:
                 return
+            if self._closed:
+                raise ClientClosedError("producer is closed")
             if not drained.wait(0.05) and time.monotonic() > deadline:
-                return
+                raise KafkaError(
+                    ErrorCode.REQUEST_TIMED_OUT,
+                    f"the producer's loop took no records for max.block.ms={self._max_block_ms}",
+                )
 
     def _drain_handoff(self) -> None:
         """On the loop: append every record handed over since the last drain, in order.

@@ -274,6 +274,41 @@ async def test_seek_position_and_offset_resets(bootstrap: str) -> None:
                 await consumer.poll(0.1)
 
 
+def test_blocking_producer_in_a_tight_loop_keeps_order_and_loses_nothing(bootstrap: str) -> None:
+    """More records than the hand-over to the loop thread holds (1024), of every shape (the
+    fast path's bytes without headers; str, None, headers), sent as fast as the caller can:
+    each future's RecordMetadata matches what a consumer reads at that position, offsets are
+    dense and in send order per partition; a delivery callback (on the loop thread) may send
+    too without waiting on itself."""
+    topic = "tight-loop"
+    sent = []
+    for i in range(5000):
+        key = None if i % 7 == 0 else b"k%d" % (i % 50)
+        value: bytes | str | None = b"v%d" % i if i % 11 else f"s{i}"
+        headers = [("h", b"%d" % i)] if i % 13 == 0 else None
+        sent.append((key, value, headers))
+    from_callback: list = []
+    with Producer({"bootstrap.servers": bootstrap, "linger.ms": 2}) as producer:
+        producer.partitions_for(topic)
+        futures = [producer.send(topic, v, k, h) for k, v, h in sent]
+        futures[0].add_done_callback(
+            lambda f: from_callback.append(producer.send(topic, b"from-callback"))
+        )
+        producer.flush(60)
+        metadata = [f.result(0) for f in futures]
+        assert len(from_callback) == 1 and from_callback[0].result(10).offset >= 0
+    got = asyncio.run(consume_all(bootstrap, topic, len(sent) + 1))
+    by_position = {(r.partition, r.offset): r for r in got}
+    for (key, value, headers), md in zip(sent, metadata, strict=True):
+        record = by_position[(md.partition, md.offset)]
+        expected = value.encode() if isinstance(value, str) else value
+        assert (record.key, record.value) == (key, expected)
+        assert list(record.headers) == (headers or [])
+    for p in range(PARTITIONS):
+        offsets = [md.offset for md in metadata if md.partition == p]
+        assert offsets == sorted(offsets) and len(set(offsets)) == len(offsets)
+
+
 def test_blocking_facades(bootstrap: str) -> None:
     topic = "facades"
     delivered: list = []
