@@ -544,3 +544,23 @@ def test_a_pending_epoch_checkpoint_is_written_before_the_recovery_point_moves(t
         log.leader_epoch_cache.assign(8, 1)
     log.close()  # a clean close flushes, and the pending checkpoint with it
     assert _epoch_lines(log.directory) == ["7 0", "8 1"]
+
+
+def test_a_prevalidated_batch_is_stamped_like_any_other_but_must_still_fit_a_segment(tmp_path):
+    from epochlog.protocol.records import parse_batch_header
+
+    log = PartitionLog.open(tmp_path / "t-0", LogConfig(segment_bytes=1000))
+    log.append_as_leader(make_batch(2), 3, NOW)
+    batch = make_batch(3)
+    info = log.append_as_leader(batch, 3, NOW, validated=parse_batch_header(batch))
+    assert (info.first_offset, info.last_offset) == (2, 4)
+    stored = decode_batches(log.read(0, 10_000).read_bytes())
+    assert [(b.header.base_offset, b.header.partition_leader_epoch) for b in stored] == [
+        (0, 3),
+        (2, 3),
+    ]
+    big = make_batch(1, value_size=1100)
+    with pytest.raises(RecordBatchTooLargeError):
+        log.append_as_leader(big, 3, NOW, validated=parse_batch_header(big))
+    assert log.log_end_offset == 5
+    log.close()
