@@ -488,11 +488,19 @@ class AsyncProducer:
             if any(self._in_flight.values()) or self._fatal:
                 return 1000.0
             return await self._init_producer_id()
-        # Drain again while nodes have room for more requests: the sender shares its loop with
-        # the application, which may give it a turn only now and then (a burst of send_nowait,
-        # or the blocking facade's caller holding the GIL), so one turn should send all that is
-        # ready, not one request per node. Not after a retry, though: retried and split
-        # batches go one request at a time, as before, so they cannot overtake one another.
+        return self._send_ready(now)
+
+    def _send_ready(self, now: float) -> float:
+        """Send what is ready to nodes with room for another request; returns how long the
+        sender may sleep (ms). Called by the sender, and by a response's handler as soon as it
+        has freed a slot (a turn of the loop sooner than waking the sender).
+
+        It drains again while nodes have room for more requests: the sender shares its loop
+        with the application, which may give it a turn only now and then (a burst of
+        send_nowait, or the blocking facade's caller holding the GIL), so one turn should send
+        all that is ready, not one request per node. Not after a retry, though: retried and
+        split batches go one request at a time, as before, so they cannot overtake one another.
+        The drain gate holds everything back while idempotence waits for a producer id."""
         wait_ms = 1000.0
         for attempt in range(self._max_in_flight):
             check = self._acc.ready(now, self._leader_of)
@@ -619,6 +627,11 @@ class AsyncProducer:
                 self._complete(b, exc.code, p.base_offset, p.log_append_time_ms, exc)
         finally:
             self._in_flight[node] -= 1
+            if not self._closing and self._fatal is None:
+                try:
+                    self._send_ready(self._now())
+                except Exception:
+                    log.exception("sending after a response failed")  # the sender will retry
             self._wakeup.set()
 
     def _complete(
