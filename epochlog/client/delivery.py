@@ -94,6 +94,11 @@ class DeliveryFuture(concurrent.futures.Future):  # type: ignore[type-arg]
             return self._Future__get_result()
         return super().result(timeout)
 
+    def __repr__(self) -> str:
+        if self._state == FINISHED and self._exception is None:
+            self._Future__get_result()  # the base class names the result's type
+        return super().__repr__()
+
     def _Future__get_result(self) -> Any:  # what the base class's result() returns
         if self._exception is not None:
             raise self._exception
