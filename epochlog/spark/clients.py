@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import threading
 import time
@@ -72,6 +73,7 @@ def _drop(kind: str, settings: Mapping[str, Any], wait: bool = True) -> None:
 
 
 LOOKUP_TIMEOUT_S = 20.0
+QUICK_LOOKUP_TIMEOUT_S = 5.0
 LOOKUP_ATTEMPTS = 4
 
 
@@ -137,6 +139,19 @@ class ClusterView:
         """The topic-partitions the source reads now. Topics named by subscribe or assign that
         do not exist are an error naming the option when failOnDataLoss=true."""
         o = self.options
+        described = None
+        if o.subscribe_pattern is None:
+            # One metadata round trip when every named topic exists (each admin call waits for a
+            # fresh metadata response, spaced by retry.backoff.ms); else the full check below.
+            wanted = sorted(set(o.subscribe) or {t for t, _ in o.assign})
+            # A topic missing or not ready, or no answer soon: the full check (with retries)
+            # below decides.
+            with contextlib.suppress(ClientError, TimeoutError):
+                described = self.admin.describe_topics(wanted, timeout=QUICK_LOOKUP_TIMEOUT_S)
+        if described is not None:
+            return self._assigned(
+                [(t, p.partition) for t in wanted for p in described[t].partitions], set(wanted)
+            )
         existing = set(
             self._call("admin", lambda: self.admin.list_topics(timeout=LOOKUP_TIMEOUT_S))
         )
@@ -157,7 +172,13 @@ class ClusterView:
         described = self._call(
             "admin", lambda: self.admin.describe_topics(topics, timeout=LOOKUP_TIMEOUT_S)
         )
-        out = [(t, p.partition) for t in topics for p in described[t].partitions]
+        return self._assigned(
+            [(t, p.partition) for t in topics for p in described[t].partitions], existing
+        )
+
+    def _assigned(self, out: list[TP], existing: set[str]) -> list[TP]:
+        """`out` (the partitions of the topics read), narrowed to `assign` if given."""
+        o = self.options
         if o.assign:
             present = set(out)
             absent = [tp for tp in o.assign if tp not in present and tp[0] in existing]
