@@ -24,6 +24,7 @@ the CRC) so a retry under a new producer id needs no rebuild.
 
 from __future__ import annotations
 
+import itertools
 import struct
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -50,6 +51,7 @@ from epochlog.protocol.varint import encode_varint
 _PRODUCER_FIELDS = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence at byte 43
 _PRODUCER_FIELDS_OFFSET = 43
 _CRC = struct.Struct(">I")
+_BATCH_ORDER = itertools.count()
 _NULL = b"\x01"  # varint -1: a null key or value
 _EMPTY = b""
 
@@ -60,6 +62,9 @@ class ProducerBatch:
     def __init__(self, tp: TopicPartition, compression: Compression, created_ms: float) -> None:
         self.tp = tp
         self.created_ms = created_ms
+        # where its records stand among its partition's: batches are created in record order,
+        # and a split's halves sort between their parent's neighbours ((n,) < (n, 0) < (n, 1))
+        self.order: tuple[int, ...] = (next(_BATCH_ORDER),)
         self.builder: ProducerBatchBuilder | None = ProducerBatchBuilder(compression)
         self.data: bytes | None = None  # the built batch, once closed
         self.appendable = True  # False once closed, expired or aborted
@@ -226,6 +231,7 @@ class ProducerBatch:
                     self.handles[i],
                 )
             half.attempts = self.attempts
+            half.order = self.order + (len(halves),)
             half.close()
             halves.append(half)
         return halves
@@ -417,16 +423,19 @@ class RecordAccumulator:
     # ---------------------------------------------------------------- retries and expiry
 
     def reenqueue(self, batch: ProducerBatch, now: float) -> None:
-        """Put a batch to be retried back at the front, in base-sequence order."""
+        """Put a batch to be retried back among the queued ones in record order (so in
+        base-sequence order too): before the batches created after it, after a split's halves
+        holding earlier records (a later batch answered after a split must not overtake
+        them)."""
         batch.attempts += 1
         batch.retry_at_ms = now + self.retry_backoff_ms
-        dq = self._batches.setdefault(batch.tp, deque())
         self.buffered_bytes += batch.size
-        if not batch.has_sequence:
-            dq.appendleft(batch)
-            return
+        self._insert_in_order(batch)
+
+    def _insert_in_order(self, batch: ProducerBatch) -> None:
+        dq = self._batches.setdefault(batch.tp, deque())
         i = 0
-        while i < len(dq) and dq[i].has_sequence and dq[i].base_sequence < batch.base_sequence:
+        while i < len(dq) and dq[i].order < batch.order:
             i += 1
         dq.insert(i, batch)
 
@@ -442,13 +451,13 @@ class RecordAccumulator:
         return expired
 
     def requeue_split(self, halves: list[ProducerBatch], now: float) -> None:
-        """Put the halves of a split batch back at the front of their deque, in order, to be
-        sent after `retry.backoff.ms`."""
-        for half in reversed(halves):
+        """Put the halves of a split batch back among the queued ones in record order (at the
+        front, unless earlier records wait there too), to be sent after `retry.backoff.ms`."""
+        for half in halves:
             half.retry_at_ms = now + self.retry_backoff_ms
             half.attempts = max(half.attempts, 1)
-            self._batches.setdefault(half.tp, deque()).appendleft(half)
             self.buffered_bytes += half.size
+            self._insert_in_order(half)
 
     def abort_all(self) -> list[ProducerBatch]:
         """Remove and return every queued batch (closing without flushing)."""

@@ -116,6 +116,27 @@ def test_retries_are_requeued_in_sequence_order() -> None:
     assert not queued[3].has_sequence
 
 
+def test_a_later_batch_retried_after_a_split_stays_behind_the_halves() -> None:
+    """Two batches in flight; the broker refuses the first as too large (it is split) and
+    answers the second with a retriable error: the second must not overtake the halves, whose
+    records come first, whatever order the answers arrive in."""
+    for second_answered_first in (False, True):
+        a = acc(batch_size=150)
+        for i in range(4):  # two records a batch
+            a.append(T0, 1000 + i, b"k", b"x" * 20, [], f"r{i}", now=0)
+        gate = OrderingGate(False)
+        (first,) = a.drain(10, {1}, leader_of, 10**6, gate)[1]
+        (second,) = a.drain(10, {1}, leader_of, 10**6, gate)[1]
+        second.stamp(7, 0, 2)  # it had a sequence, as under idempotence
+        if second_answered_first:
+            a.reenqueue(second, now=20)
+            a.requeue_split(first.split(), now=30)
+        else:
+            a.requeue_split(first.split(), now=20)
+            a.reenqueue(second, now=30)
+        assert [b.handles for b in a.queued(T0)] == [["r0"], ["r1"], ["r2", "r3"]]
+
+
 def test_batches_older_than_delivery_timeout_expire() -> None:
     a = acc()
     add(a, T0, now=0)
