@@ -7,7 +7,7 @@ locks. `Producer.send` does not wait: it normalizes and size-checks the record i
 thread (so a record over max.request.size raises at once), hands it to the loop and returns a
 `concurrent.futures.Future` (a `DeliveryFuture`); delivery callbacks run on the loop thread, as
 Kafka's Java producer runs them on its I/O thread, so they must be quick. When `buffer.memory`
-is full, or 1024 records handed over are not yet taken by the loop, `send` blocks for up to
+is full, or 4096 records handed over are not yet taken by the loop, `send` blocks for up to
 `max.block.ms`, as in Kafka.
 
 The hand-over is a deque the caller extends and the loop empties, with one loop wakeup per
@@ -48,7 +48,7 @@ from epochlog.protocol.records import BATCH_HEADER_SIZE
 
 T = TypeVar("T")
 _NO_HEADERS: tuple[()] = ()
-_HANDOFF_RECORDS = 1024  # records handed over to the loop thread and not yet taken, at most
+_HANDOFF_RECORDS = 4096  # records handed over to the loop thread and not yet taken, at most
 _HANDOFF_ENTRIES = 7 * _HANDOFF_RECORDS  # seven deque entries a record
 
 

@@ -275,7 +275,7 @@ async def test_seek_position_and_offset_resets(bootstrap: str) -> None:
 
 
 def test_blocking_producer_in_a_tight_loop_keeps_order_and_loses_nothing(bootstrap: str) -> None:
-    """More records than the hand-over to the loop thread holds (1024), of every shape (the
+    """More records than the hand-over to the loop thread holds (4096), of every shape (the
     fast path's bytes without headers; str, None, headers), sent as fast as the caller can:
     each future's RecordMetadata matches what a consumer reads at that position, offsets are
     dense and in send order per partition; a delivery callback (on the loop thread) may send
