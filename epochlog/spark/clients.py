@@ -7,11 +7,13 @@ called by pyspark 4.3); they are daemon threads and sockets that end with the wo
 
 - `ClusterView` (driver): which partitions a source reads, and earliest / latest / by-time
   offsets, through an `Admin` and a `Consumer`.
-- `read_range` (executor): the records of one offset range, through a cached `Consumer` with
-  auto.offset.reset=none, so records deleted by retention surface as a data-loss decision
-  instead of a silent jump.
-- `BulkProducer` (executor and driver): an `AsyncProducer` on its own event-loop thread, fed a
-  whole Arrow batch of records per loop call, which avoids a thread hand-off per record.
+- `read_range` (executor): the records of one offset range as Arrow-ready columns, through a
+  cached `raw_clients.RangeFetcher` (raw Fetch responses, the next one requested while the
+  current one is decoded by `arrow_records`); an offset out of range (records deleted by
+  retention) surfaces as a data-loss decision instead of a silent jump.
+- `batch_sender` (executor): the cached `raw_clients.BatchSender` of the at-least-once sink.
+- `BulkProducer` (driver, exactly-once publishing): an `AsyncProducer` on its own event-loop
+  thread, fed a whole Arrow batch of records per loop call.
 """
 
 from __future__ import annotations
