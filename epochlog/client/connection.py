@@ -275,7 +275,9 @@ class BrokerConnection:
         if fut is None:
             return None
         try:
-            return await wait_for(asyncio.shield(fut), timeout)
+            # Not shielded: a caller cancelled meanwhile cancels the future, and its response is
+            # dropped when it comes; a shield would cost every response one more loop turn.
+            return await wait_for(fut, timeout)
         except TimeoutError:
             error = RequestTimedOutError(
                 f"{self}: no response to API {api_key} v{version} within {timeout * 1000:.0f} ms"
