@@ -116,7 +116,8 @@ class BrokerProcess:
             loop.add_signal_handler(sig, self.stopping.set)
         loop.add_signal_handler(signal.SIGUSR1, _dump_tasks)  # where is each task waiting?
         gc.set_threshold(*GC_THRESHOLDS)
-        gc.callbacks.append(_log_slow_collections)
+        if _log_slow_collections not in gc.callbacks:
+            gc.callbacks.append(_log_slow_collections)
         zk = await asyncio.to_thread(
             connect,
             self.config["zookeeper.connect"],
