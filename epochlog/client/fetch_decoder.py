@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from epochlog.protocol.records import decode_batches
+from epochlog.protocol.records import BatchHeader, Header, Record, RecordMaker, decode_batches
 
 
 @dataclass(slots=True)
@@ -56,7 +56,35 @@ def decode_partition_records(
     """`aborted` is the response's (producer id, first offset) pairs."""
     if not data:
         return DecodedPartition([], fetch_offset, -1)
-    batches = decode_batches(data)
+
+    def maker(header: BatchHeader) -> RecordMaker:
+        if header.is_control:
+            return Record  # read for its marker type only
+        ts_type = 1 if header.is_log_append_time else 0
+        epoch = header.partition_leader_epoch
+
+        def make(
+            offset: int,
+            timestamp: int,
+            key: bytes | None,
+            value: bytes | None,
+            headers: list[Header],
+        ) -> ConsumerRecord:
+            return ConsumerRecord(
+                topic,
+                partition,
+                offset,
+                timestamp,
+                key,
+                value,
+                [(h.key, h.value) for h in headers] if headers else [],
+                ts_type,
+                epoch,
+            )
+
+        return make
+
+    batches = decode_batches(data, maker)
     pending_aborts = sorted(aborted, key=lambda a: a[1]) if read_committed else []
     aborted_pids: set[int] = set()
     out: list[ConsumerRecord] = []
@@ -75,23 +103,10 @@ def decode_partition_records(
             continue
         if read_committed and header.is_transactional and header.producer_id in aborted_pids:
             continue
-        ts_type = 1 if header.is_log_append_time else 0
-        for r in batch.records:
-            if r.offset < fetch_offset:
-                continue
-            out.append(
-                ConsumerRecord(
-                    topic,
-                    partition,
-                    r.offset,
-                    r.timestamp,
-                    r.key,
-                    r.value,
-                    [(h.key, h.value) for h in r.headers] if r.headers else [],
-                    ts_type,
-                    header.partition_leader_epoch,
-                )
-            )
+        if header.base_offset >= fetch_offset:
+            out.extend(batch.records)
+        else:  # a compressed batch may start before the fetch offset
+            out.extend(r for r in batch.records if r.offset >= fetch_offset)
     return DecodedPartition(out, next_offset, last_epoch)
 
 

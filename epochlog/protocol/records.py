@@ -17,9 +17,9 @@ Layout (big-endian), from Kafka's DefaultRecordBatch:
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import crc32c
 
@@ -218,7 +218,7 @@ class RecordBatch:
     """A decoded batch: the header and its records (control batches included, marked)."""
 
     header: BatchHeader
-    records: list[Record]
+    records: list[Any]  # Records unless decoded with another record maker
 
     @property
     def base_offset(self) -> int:
@@ -369,8 +369,13 @@ def _read_bytes(buf: bytes, pos: int) -> tuple[bytes | None, int]:
 _ZIGZAG_1 = [(b >> 1) ^ -(b & 1) for b in range(128)]
 
 
-def decode_records(payload: bytes, header: BatchHeader) -> list[Record]:
-    """The records of a batch body (already decompressed)."""
+RecordMaker = Callable[[int, int, "bytes | None", "bytes | None", list[Header]], Any]
+
+
+def decode_records(payload: bytes, header: BatchHeader, make: RecordMaker = Record) -> list[Any]:
+    """The records of a batch body (already decompressed), each built by
+    `make(offset, timestamp, key, value, headers)` (a `Record` by default: a consumer builds
+    its own record type directly, without a Record in between)."""
     count = header.records_count
     if count < 0:
         raise CorruptRecordError(
@@ -378,7 +383,7 @@ def decode_records(payload: bytes, header: BatchHeader) -> list[Record]:
         )
     zz = _ZIGZAG_1
     varint = decode_varint
-    records: list[Record] = []
+    records: list[Any] = []
     append = records.append
     pos = 0
     end = len(payload)
@@ -463,7 +468,7 @@ def decode_records(payload: bytes, header: BatchHeader) -> list[Record]:
                 f"{length} bytes but its fields take {length + pos - record_end}"
             )
         append(
-            Record(
+            make(
                 base_offset + offset_delta,
                 append_time if append_time is not None else base_ts + ts_delta,
                 key,
@@ -478,8 +483,13 @@ def decode_records(payload: bytes, header: BatchHeader) -> list[Record]:
     return records
 
 
-def decode_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> RecordBatch:
-    """Verify and decode the batch at `pos`, decompressing as its attributes say."""
+def decode_batch(
+    buf: bytes | bytearray | memoryview,
+    pos: int = 0,
+    maker: Callable[[BatchHeader], RecordMaker] | None = None,
+) -> RecordBatch:
+    """Verify and decode the batch at `pos`, decompressing as its attributes say; `maker(header)`
+    gives the batch's record constructor (see `decode_records`)."""
     header = parse_batch_header(buf, pos)
     verify_batch(buf, pos, header)
     payload = bytes(memoryview(buf)[pos + BATCH_HEADER_SIZE : pos + header.size])
@@ -494,7 +504,7 @@ def decode_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> RecordBat
                 f"not decompress: {exc}"
             ) from exc
     try:
-        records = decode_records(payload, header)
+        records = decode_records(payload, header, Record if maker is None else maker(header))
     except (IndexError, UnicodeDecodeError) as exc:
         raise CorruptRecordError(
             f"batch at offset {header.base_offset} has malformed records: {exc}"
@@ -502,7 +512,10 @@ def decode_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> RecordBat
     return RecordBatch(header, records)
 
 
-def decode_batches(buf: bytes | bytearray | memoryview) -> list[RecordBatch]:
+def decode_batches(
+    buf: bytes | bytearray | memoryview,
+    maker: Callable[[BatchHeader], RecordMaker] | None = None,
+) -> list[RecordBatch]:
     """Decode every whole batch in `buf`. A partial batch at the end is ignored, as Kafka's
     clients do with a fetch response cut at max bytes."""
     batches: list[RecordBatch] = []
@@ -512,7 +525,7 @@ def decode_batches(buf: bytes | bytearray | memoryview) -> list[RecordBatch]:
         _, length = read_offset_and_length(buf, pos)
         if end - pos < length + LOG_OVERHEAD:
             break
-        batches.append(decode_batch(buf, pos))
+        batches.append(decode_batch(buf, pos, maker))
         pos += length + LOG_OVERHEAD
     return batches
 
