@@ -34,8 +34,9 @@ log = logging.getLogger(__name__)
 
 # Below this many paths kazoo's own pipelining is fast enough and a second session not worth it.
 BULK_MIN_PATHS = 200
-WINDOW = 2000  # requests in flight: under ZooKeeper's globalOutstandingLimit of 1000 per
-# server is fine too (the server just stops reading for a moment), this keeps both sides busy
+# Requests in flight at most. Past ZooKeeper's globalOutstandingLimit (1000) the server only
+# stops reading the socket for a moment; the margin keeps it from ever waiting for requests.
+WINDOW = 2000
 SESSION_TIMEOUT_MS = 10_000
 _FRAME = struct.Struct(">i")
 _REQUEST_HEADER = struct.Struct(">ii")
