@@ -135,6 +135,7 @@ class ReplicaManager:
         self._stored_hws: dict[TopicPartition, int] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._checkpoint_writes: set[asyncio.Task[int]] = set()
+        self._appended: set[TopicPartition] = set()  # led partitions whose fetches are to wake
 
     # ----------------------------------------------------------------------- lookups
 
@@ -177,10 +178,25 @@ class ReplicaManager:
     # ----------------------------------------------------------------- notifications
 
     def on_leader_append(self, key: TopicPartition, high_watermark_moved: bool) -> None:
-        """The LEO of a led partition moved (and maybe its HW)."""
+        """The LEO of a led partition moved (and maybe its HW). Fetches waiting for it (the
+        followers') are woken once the loop's current step is done, so that one answer carries
+        every append of that step (all partitions of a request, and the requests that came in
+        the same read) instead of a round trip each."""
         if high_watermark_moved:
             self.produce_purgatory.check_and_complete(key)
-        self.fetch_purgatory.check_and_complete(key)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # driven without a loop (unit tests): at once
+            self.fetch_purgatory.check_and_complete(key)
+            return
+        if not self._appended:
+            loop.call_soon(self._wake_fetches)
+        self._appended.add(key)
+
+    def _wake_fetches(self) -> None:
+        appended, self._appended = self._appended, set()
+        for key in appended:
+            self.fetch_purgatory.check_and_complete(key)
 
     def on_high_watermark_moved(self, key: TopicPartition) -> None:
         self.produce_purgatory.check_and_complete(key)
