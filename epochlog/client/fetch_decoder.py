@@ -14,8 +14,9 @@ marker; transactional batches of producers in the set are skipped.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from epochlog.protocol.records import BatchHeader, Header, Record, RecordMaker, decode_batches
 
@@ -35,6 +36,29 @@ class ConsumerRecord:
     headers: list[tuple[str, bytes | None]] = field(default_factory=list)
     timestamp_type: int = 0  # 0 CreateTime, 1 LogAppendTime
     leader_epoch: int = -1
+
+
+class TransactionFilter:
+    """Which batches of one partition's fetched data a consumer skips, walked in offset order:
+    control batches always; with read_committed, transactional batches of a producer inside one
+    of its aborted transactions (`aborted`: the response's (producer id, first offset) pairs)."""
+
+    def __init__(self, read_committed: bool, aborted: Sequence[tuple[int, int]]) -> None:
+        self._read_committed = read_committed
+        self._pending = sorted(aborted, key=lambda a: a[1]) if read_committed else []
+        self._aborted_pids: set[int] = set()
+
+    def skips(self, header: BatchHeader, is_abort_marker: Callable[[], bool]) -> bool:
+        """`is_abort_marker()` reads a control batch's marker (called only when needed)."""
+        if not self._read_committed:
+            return header.is_control
+        while self._pending and self._pending[0][1] <= header.last_offset:
+            self._aborted_pids.add(self._pending.pop(0)[0])
+        if header.is_control:
+            if is_abort_marker():
+                self._aborted_pids.discard(header.producer_id)
+            return True
+        return header.is_transactional and header.producer_id in self._aborted_pids
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,8 +109,7 @@ def decode_partition_records(
         return make
 
     batches = decode_batches(data, maker)
-    pending_aborts = sorted(aborted, key=lambda a: a[1]) if read_committed else []
-    aborted_pids: set[int] = set()
+    transactions = TransactionFilter(read_committed, aborted)
     out: list[ConsumerRecord] = []
     next_offset = fetch_offset
     last_epoch = -1
@@ -94,14 +117,7 @@ def decode_partition_records(
         header = batch.header
         next_offset = max(next_offset, header.next_offset)
         last_epoch = header.partition_leader_epoch
-        if read_committed:
-            while pending_aborts and pending_aborts[0][1] <= header.last_offset:
-                aborted_pids.add(pending_aborts.pop(0)[0])
-        if header.is_control:
-            if read_committed and _is_abort_marker(batch.records):
-                aborted_pids.discard(header.producer_id)
-            continue
-        if read_committed and header.is_transactional and header.producer_id in aborted_pids:
+        if transactions.skips(header, partial(_is_abort_marker, batch.records)):
             continue
         if header.base_offset >= fetch_offset:
             out.extend(batch.records)

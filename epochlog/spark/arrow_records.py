@@ -26,10 +26,12 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import pyarrow as pa
 
+from epochlog.client.fetch_decoder import TransactionFilter
 from epochlog.protocol.compression import Compression, compress, decompress
 from epochlog.protocol.errors import CorruptRecordError
 from epochlog.protocol.records import (
@@ -222,8 +224,8 @@ class _Batch:
     has_records_in_range: bool = True
 
 
-def _is_abort_marker(payload: bytes | memoryview, header: object) -> bool:
-    for r in decode_records(bytes(payload), header):  # type: ignore[arg-type]
+def _is_abort_marker(data: bytes | memoryview, pos: int, header: object) -> bool:
+    for r in decode_records(bytes(_payload(data, pos, header)), header):  # type: ignore[arg-type]
         if r.key is not None and len(r.key) >= 4:
             return int.from_bytes(r.key[2:4], "big", signed=True) == 0
     return False
@@ -279,8 +281,7 @@ def decode_fetch(
     last_epoch = -1
     at = 0
     if data:
-        pending_aborts = sorted(aborted, key=lambda a: a[1]) if read_committed else []
-        aborted_pids: set[int] = set()
+        transactions = TransactionFilter(read_committed, aborted)
         pos = 0
         end = len(data)
         while end - pos >= LOG_OVERHEAD:
@@ -295,16 +296,8 @@ def decode_fetch(
                 break
             next_offset = max(next_offset, header.next_offset)
             last_epoch = header.partition_leader_epoch
-            if read_committed:
-                while pending_aborts and pending_aborts[0][1] <= header.last_offset:
-                    aborted_pids.add(pending_aborts.pop(0)[0])
-            if header.is_control:
-                if read_committed and _is_abort_marker(
-                    _payload(data, start_of_batch, header), header
-                ):
-                    aborted_pids.discard(header.producer_id)
-                continue
-            if read_committed and header.is_transactional and header.producer_id in aborted_pids:
+            marker = partial(_is_abort_marker, data, start_of_batch, header)
+            if transactions.skips(header, marker):
                 continue
             if header.last_offset < fetch_offset or header.records_count <= 0:
                 if header.records_count < 0:
