@@ -1,10 +1,11 @@
 """The broker's network server: Kafka framing over asyncio, one request at a time per client.
 
 How it works. Each listener is an asyncio server; each accepted connection is a `Connection`
-protocol. Bytes are framed as they arrive (int32 size, then that many bytes). A size <= 0 or
-above socket.request.max.bytes closes that connection at once without reading on (Kafka's
-InvalidReceiveException). Whole frames go into the connection's queue; when the queue is long
-reading pauses, so a client cannot make the broker buffer without bound.
+protocol. Bytes are framed as they arrive (int32 size, then that many bytes), read straight
+into the frames' memory (`framing.FrameReader`). A size <= 0 or above socket.request.max.bytes
+closes that connection at once without reading on (Kafka's InvalidReceiveException). Whole
+frames go into the connection's queue; when the queue is long reading pauses, so a client
+cannot make the broker buffer without bound.
 
 One task per connection takes frames from the queue in order and handles each completely
 before the next: decode, run the API's handler (which may wait on the purgatories: acks=all,
@@ -43,6 +44,7 @@ from collections import deque
 from collections.abc import Awaitable
 from typing import Any, cast
 
+from epochlog.broker.framing import FrameReader, FrameSizeError
 from epochlog.broker.handlers import HANDLERS, BrokerServices, CloseConnection, ConnectionInfo
 from epochlog.broker.handlers.errors import error_response, nearest_version, unknown_api_response
 from epochlog.broker.handlers.produce import begin_produce
@@ -64,7 +66,6 @@ log = logging.getLogger(__name__)
 MAX_QUEUED_FRAMES = 32
 # Produces of one connection appended and waiting for replication at once (see `_defer_produce`).
 MAX_WAITING_PRODUCES = 16
-_SIZE_BYTES = 4
 
 
 class KafkaServer:
@@ -112,7 +113,7 @@ class KafkaServer:
         self._servers.clear()
 
 
-class Connection(asyncio.Protocol):
+class Connection(asyncio.BufferedProtocol):
     """One client connection: framing, the in-order request loop, flow control."""
 
     def __init__(self, server: KafkaServer, listener: str) -> None:
@@ -121,8 +122,10 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.task: asyncio.Task[None] | None = None
         self.info = ConnectionInfo(listener, "?")
-        self._buffer = bytearray()
-        self._frames: deque[bytes] = deque()
+        # The socket is read straight into the reader's buffers (`framing`): large frames are
+        # not copied on their way in.
+        self._reader = FrameReader(server.max_request_bytes)
+        self._frames = self._reader.frames
         self._frame_ready: asyncio.Future[None] | None = None
         self._drained: asyncio.Future[None] | None = None
         self._write_paused = False
@@ -156,26 +159,17 @@ class Connection(asyncio.Protocol):
         self.server.connections.add(self)
         self.task = asyncio.get_running_loop().create_task(self._serve())
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._reader.buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
         if self._closed:
             return
-        buf = self._buffer
-        buf += data
-        pos = 0
-        end = len(buf)
-        limit = self.server.max_request_bytes
-        while end - pos >= _SIZE_BYTES:
-            size = int.from_bytes(buf[pos : pos + _SIZE_BYTES], "big", signed=True)
-            if size <= 0 or size > limit:
-                self.close(f"request size {size} is outside 1..{limit} (socket.request.max.bytes)")
-                return
-            if end - pos - _SIZE_BYTES < size:
-                break
-            start = pos + _SIZE_BYTES
-            self._frames.append(bytes(buf[start : start + size]))
-            pos = start + size
-        if pos:
-            del buf[:pos]
+        try:
+            self._reader.filled(nbytes)
+        except FrameSizeError as exc:
+            self.close(f"{exc} (socket.request.max.bytes)")
+            return
         if self._frames:
             self._wake(self._frame_ready)
             if len(self._frames) >= MAX_QUEUED_FRAMES and not self._read_paused:
@@ -245,7 +239,7 @@ class Connection(asyncio.Protocol):
         if self._closed:
             raise ConnectionResetError("connection closed")
 
-    async def _next_frame(self) -> bytes | None:
+    async def _next_frame(self) -> bytes | bytearray | None:
         while not self._frames:
             if self._closed or self._eof:
                 return None
@@ -276,9 +270,10 @@ class Connection(asyncio.Protocol):
             log.exception("connection from %s failed", self.info.peer)
             self.close("internal error")
 
-    async def _handle(self, frame: bytes) -> None:
+    async def _handle(self, frame: bytes | bytearray) -> None:
         try:
-            request = decode_request(frame)
+            # Through a view: a bytearray frame's fields are then copied once, not twice.
+            request = decode_request(memoryview(frame))
         except UnsupportedVersionError as exc:
             await self._produces_answered.wait()
             self._answer_unsupported(frame, exc)
@@ -377,7 +372,7 @@ class Connection(asyncio.Protocol):
             return
         await self.wait_drained()
 
-    def _answer_unsupported(self, frame: bytes, exc: UnsupportedVersionError) -> None:
+    def _answer_unsupported(self, frame: bytes | bytearray, exc: UnsupportedVersionError) -> None:
         api_key, version, correlation_id = peek_request_header(frame)
         log.info("request from %s: %s", self.info.peer, exc)
         if api_key == ApiKey.API_VERSIONS:
