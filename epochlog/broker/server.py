@@ -44,7 +44,7 @@ from collections import deque
 from collections.abc import Awaitable
 from typing import Any, cast
 
-from epochlog.broker.framing import FrameReader, FrameSizeError
+from epochlog.broker.framing import FramePool, FrameReader, FrameSizeError
 from epochlog.broker.handlers import HANDLERS, BrokerServices, CloseConnection, ConnectionInfo
 from epochlog.broker.handlers.errors import error_response, nearest_version, unknown_api_response
 from epochlog.broker.handlers.produce import begin_produce
@@ -82,6 +82,7 @@ class KafkaServer:
         self.max_request_bytes = max_request_bytes
         self.send_mode = send_mode
         self.connections: set[Connection] = set()
+        self.frame_pool = FramePool()  # large request frames' memory, shared by connections
         self._servers: list[asyncio.AbstractServer] = []
 
     async def listen(self, listener: str, host: str, port: int) -> int:
@@ -124,7 +125,7 @@ class Connection(asyncio.BufferedProtocol):
         self.info = ConnectionInfo(listener, "?")
         # The socket is read straight into the reader's buffers (`framing`): large frames are
         # not copied on their way in.
-        self._reader = FrameReader(server.max_request_bytes)
+        self._reader = FrameReader(server.max_request_bytes, pool=server.frame_pool)
         self._frames = self._reader.frames
         self._frame_ready: asyncio.Future[None] | None = None
         self._drained: asyncio.Future[None] | None = None
@@ -239,7 +240,7 @@ class Connection(asyncio.BufferedProtocol):
         if self._closed:
             raise ConnectionResetError("connection closed")
 
-    async def _next_frame(self) -> bytes | bytearray | None:
+    async def _next_frame(self) -> bytes | memoryview | None:
         while not self._frames:
             if self._closed or self._eof:
                 return None
@@ -270,20 +271,24 @@ class Connection(asyncio.BufferedProtocol):
             log.exception("connection from %s failed", self.info.peer)
             self.close("internal error")
 
-    async def _handle(self, frame: bytes | bytearray) -> None:
+    async def _handle(self, frame: bytes | memoryview) -> None:
         try:
-            # Through a view: a bytearray frame's fields are then copied once, not twice.
-            request = decode_request(memoryview(frame))
+            request = decode_request(frame)
         except UnsupportedVersionError as exc:
+            peeked = peek_request_header(frame)
+            self._reader.recycle(frame)
             await self._produces_answered.wait()
-            self._answer_unsupported(frame, exc)
+            self._answer_unsupported(peeked, exc)
             await self.wait_drained()
             return
         except DecodeError as exc:
+            self._reader.recycle(frame)
             log.warning("bad request from %s: %s", self.info.peer, exc)
             await self._produces_answered.wait()
             self.close("malformed request")
             return
+        # Decoding copied what the request keeps: the frame's memory can take the next one.
+        self._reader.recycle(frame)
         api_key, version = request.api_key, request.api_version
         if log.isEnabledFor(logging.DEBUG):
             log.debug(
@@ -372,8 +377,10 @@ class Connection(asyncio.BufferedProtocol):
             return
         await self.wait_drained()
 
-    def _answer_unsupported(self, frame: bytes | bytearray, exc: UnsupportedVersionError) -> None:
-        api_key, version, correlation_id = peek_request_header(frame)
+    def _answer_unsupported(
+        self, header: tuple[int, int, int], exc: UnsupportedVersionError
+    ) -> None:
+        api_key, version, correlation_id = header
         log.info("request from %s: %s", self.info.peer, exc)
         if api_key == ApiKey.API_VERSIONS:
             self._queue_response(unsupported_api_versions_response(correlation_id))

@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from epochlog.broker.framing import FrameReader, FrameSizeError
+from epochlog.broker.framing import POOL_GRANULE, FramePool, FrameReader, FrameSizeError
 
 
 def framed(body: bytes) -> bytes:
@@ -29,8 +29,11 @@ def feed(reader: FrameReader, data: bytes, max_read: int | None = None) -> None:
 
 
 def bodies(reader: FrameReader) -> list[bytes]:
-    out = [bytes(f) for f in reader.frames]
-    reader.frames.clear()
+    out = []
+    while reader.frames:
+        frame = reader.frames.popleft()
+        out.append(bytes(frame))
+        reader.recycle(frame)
     return out
 
 
@@ -81,8 +84,41 @@ def test_a_large_frame_is_read_into_its_own_buffer() -> None:
     target[:] = data[100:]
     reader.filled(len(target))
     (frame,) = reader.frames
-    assert isinstance(frame, bytearray) and frame == body
+    assert isinstance(frame, memoryview) and frame == body
     assert not reader.partial
+
+
+def test_a_recycled_large_frame_memory_takes_the_next_large_frame() -> None:
+    pool = FramePool()
+    reader = FrameReader(1 << 20, scratch_bytes=4096, direct_bytes=1024, pool=pool)
+    first, second = b"1" * 5000, b"2" * 3000
+    feed(reader, framed(first), max_read=100)
+    frame = reader.frames.popleft()
+    memory = frame.obj
+    assert frame == first
+    reader.recycle(frame)
+    assert pool.free == [memory]
+    feed(reader, framed(second), max_read=100)
+    frame = reader.frames.popleft()
+    assert frame.obj is memory and frame == second  # no new allocation
+    # A frame not recycled keeps its memory: the next one gets other memory.
+    feed(reader, framed(first), max_read=100)
+    assert reader.frames.popleft().obj is not memory
+    assert frame == second
+
+
+def test_the_pool_gives_the_smallest_fitting_buffer_and_keeps_a_bounded_number() -> None:
+    pool = FramePool(max_buffers=2, max_buffer_bytes=4 * POOL_GRANULE)
+    small, large = pool.take(10), pool.take(POOL_GRANULE + 1)
+    assert (len(small), len(large)) == (POOL_GRANULE, 2 * POOL_GRANULE)
+    pool.give(large)
+    pool.give(small)
+    pool.give(bytearray(POOL_GRANULE))  # a third is dropped
+    pool.give(bytearray(5 * POOL_GRANULE))  # too large to keep
+    assert [len(b) for b in pool.free] == [2 * POOL_GRANULE, POOL_GRANULE]
+    assert pool.take(100) is small
+    assert pool.take(100) is large
+    assert len(pool.take(3 * POOL_GRANULE)) == 3 * POOL_GRANULE
 
 
 def test_a_small_partial_frame_near_the_end_of_the_scratch_is_moved_to_the_front() -> None:
