@@ -16,7 +16,9 @@ Two more columns tell whose pace the figures are: how busy the client's calling 
 how many cores the servers used; and a fetch-only consume (Kafka's fetch pattern, records counted
 from CRC-checked batch headers, not decoded) reads the same records with a client that does
 little per record, so that the servers' serving speed shows where the Python consumer loop
-would hide it.
+would hide it. The prefetched consume is the opposite: the consume() loop timed once librdkafka
+holds every record, the client's ceiling with no server in it, which bounds what any server can
+get from this client.
 Targets from the issue: produce >= 1.0x the mock's msg/s, consume >= 2x the mock's msg/s.
 
 Run: `.venv/bin/python bench/throughput.py [--messages 200000] [--rf 1]`.
