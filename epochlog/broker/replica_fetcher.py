@@ -46,9 +46,9 @@ from epochlog.broker.follower_rules import (
     out_of_range_action,
     whole_batches_length,
 )
+from epochlog.broker.leader_connection import LeaderConnection
 from epochlog.broker.partition import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Partition
 from epochlog.broker.replica_manager import ReplicaManager, TopicPartition
-from epochlog.client.connection import BrokerConnection
 from epochlog.client.errors import (
     ConnectionFailedError,
     IncompatibleBrokerError,
@@ -118,7 +118,7 @@ class ReplicaFetcher:
         self.fetches_sent = 0
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._connection: BrokerConnection | None = None
+        self._connection: LeaderConnection | None = None
 
     def __repr__(self) -> str:
         return f"ReplicaFetcher({self.broker_id} <- {self.source_id})"
@@ -173,14 +173,14 @@ class ReplicaFetcher:
         if connection is not None:
             await connection.close()
 
-    async def _connected(self) -> BrokerConnection:
+    async def _connected(self) -> LeaderConnection:
         if self._connection is not None and self._connection.connected:
             return self._connection
         await self._close()
         endpoint = self.resolve_endpoint(self.source_id)
         if endpoint is None:
             raise ConnectionFailedError(f"no endpoint known for broker {self.source_id}")
-        connection = BrokerConnection(
+        connection = LeaderConnection(
             endpoint[0],
             endpoint[1],
             node_id=self.source_id,
@@ -237,14 +237,14 @@ class ReplicaFetcher:
     # ------------------------------------------------------------------------ fetch
 
     def _fetch_version(
-        self, connection: BrokerConnection, states: list[PartitionFetchState]
+        self, connection: LeaderConnection, states: list[PartitionFetchState]
     ) -> int:
         version = connection.version_for(ApiKey.FETCH, self.max_fetch_version)
         if version >= 13 and any(self.rm.topic_id_for_name(s.topic) is None for s in states):
             version = 12  # a partition without a topic id is fetched by name (Kafka does too)
         return version
 
-    async def _fetch(self, connection: BrokerConnection, ready: list[PartitionFetchState]) -> None:
+    async def _fetch(self, connection: LeaderConnection, ready: list[PartitionFetchState]) -> None:
         version = self._fetch_version(connection, ready)
         if version < 12:
             # No DivergingEpoch from this leader: check each log once by OffsetForLeaderEpoch.
@@ -418,7 +418,7 @@ class ReplicaFetcher:
 
     # ------------------------------------------------------------------- truncation
 
-    async def _truncate(self, connection: BrokerConnection) -> None:
+    async def _truncate(self, connection: LeaderConnection) -> None:
         now = _now_ms()
         truncating = [
             s
@@ -446,7 +446,7 @@ class ReplicaFetcher:
             await self._offsets_for_leader_epoch(connection, with_epoch)
 
     async def _offsets_for_leader_epoch(
-        self, connection: BrokerConnection, states: list[PartitionFetchState]
+        self, connection: LeaderConnection, states: list[PartitionFetchState]
     ) -> None:
         R = m.OffsetForLeaderEpochRequest
         topics: dict[str, Any] = {}
@@ -494,7 +494,7 @@ class ReplicaFetcher:
     # ------------------------------------------------------------------ out of range
 
     async def _on_out_of_range(
-        self, connection: BrokerConnection, state: PartitionFetchState
+        self, connection: LeaderConnection, state: PartitionFetchState
     ) -> None:
         now = _now_ms()
         try:
@@ -533,7 +533,7 @@ class ReplicaFetcher:
         state.last_fetched_epoch = -1 if latest is None else latest
 
     async def _leader_offset(
-        self, connection: BrokerConnection, state: PartitionFetchState, timestamp: int
+        self, connection: LeaderConnection, state: PartitionFetchState, timestamp: int
     ) -> int:
         R = m.ListOffsetsRequest
         request = R(
