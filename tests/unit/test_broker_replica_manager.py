@@ -333,3 +333,67 @@ def test_retention_deletes_old_segments_below_the_hw_and_expires_producers(tmp_p
     assert partition.log.log_start_offset > 0
     assert partition.log.size_in_bytes <= 2048 + 1024
     assert partition.producer_state.entry(5) is None  # idle for a day: expired
+
+
+def test_a_parked_follower_fetch_is_read_again_only_when_its_partition_changed(
+    tmp_path, monkeypatch
+):
+    from epochlog.broker import reads
+
+    rm = make_rm(tmp_path)
+    rm.apply_leader_and_isr(lai({0: [1, 2, 3]}), 6)
+    reads_done = []
+    real_read = reads.read_from_local_log
+
+    def counting_read(*args, **kwargs):
+        reads_done.append(args[2][0].key)
+        return real_read(*args, **kwargs)
+
+    monkeypatch.setattr(reads, "read_from_local_log", counting_read)
+
+    def follower(replica_id, max_wait_ms=5000):
+        return FetchParams(
+            replica_id, 55, max_wait_ms, min_bytes=1, max_bytes=10**6, isolation_level=0
+        )
+
+    async def scenario():
+        await append_records(
+            rm, timeout_ms=1000, required_acks=1, entries=[(("t", 0), batch(3))], version=9
+        )
+        parked = asyncio.ensure_future(
+            fetch_messages(rm, follower(2), [PartitionFetch("t", 0, 3, 10**6)])
+        )
+        await asyncio.sleep(0.02)
+        assert not parked.done() and len(reads_done) == 1
+        # Follower 3 catches up: the HW moves, which re-tries the parked fetch, but nothing
+        # it would read changed.
+        hw = rm.get_partition("t", 0).high_watermark
+        await fetch_messages(rm, follower(3, max_wait_ms=0), [PartitionFetch("t", 0, 3, 10**6)])
+        await asyncio.sleep(0.02)
+        assert rm.get_partition("t", 0).high_watermark != hw
+        assert not parked.done() and len(reads_done) == 2  # follower 3's own read only
+        await append_records(
+            rm, timeout_ms=1000, required_acks=1, entries=[(("t", 0), batch(2))], version=9
+        )
+        return await asyncio.wait_for(parked, 1)
+
+    (result,) = asyncio.run(scenario())
+    assert result.error is ErrorCode.NONE and len(result.records) > 0
+
+
+def test_the_read_state_of_a_consumer_fetch_includes_the_hw(tmp_path):
+    from epochlog.broker.reads import read_state, same_read_state
+
+    rm = make_rm(tmp_path)
+    rm.apply_leader_and_isr(lai({0: [1, 2]}), 6)
+    consumer = FetchParams(-1, -1, 5000, min_bytes=1, max_bytes=10**6, isolation_level=0)
+    follower = FetchParams(2, 55, 5000, min_bytes=1, max_bytes=10**6, isolation_level=0)
+    requests = [PartitionFetch("t", 0, 0, 10**6), PartitionFetch("t", 9, 0, 10**6)]
+    before = {p: read_state(rm, p, requests) for p in (consumer, follower)}
+    partition = rm.get_partition("t", 0)
+    partition.high_watermark += 1
+    assert not same_read_state(read_state(rm, consumer, requests), before[consumer])
+    assert same_read_state(read_state(rm, follower, requests), before[follower])
+    partition.leader_epoch += 1
+    assert not same_read_state(read_state(rm, follower, requests), before[follower])
+    assert not same_read_state(read_state(rm, follower, requests[:1]), before[follower])
