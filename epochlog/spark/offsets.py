@@ -1,7 +1,9 @@
 """Offset arithmetic of the data source: sans-I/O, so tests drive it with plain dicts.
 
 - Offsets travel through Spark's checkpoint as JSON `{"topic": {"partition": offset}}`
-  (`to_json` / `from_json`), like Spark's Kafka source.
+  (`to_json` / `from_json`), like Spark's Kafka source. The end of a batch that starts at the
+  query's resolved starting offsets also carries that start under `START_KEY` (no topic can be
+  named so), read back by `batch_start`.
 - `rate_limit` caps a micro-batch at maxOffsetsPerTrigger, splitting the budget across partitions
   in proportion to their backlog (Kafka's `KafkaMicroBatchStream.rateLimit`).
 - `split_ranges` turns per-partition offset ranges into Spark input partitions, honouring
@@ -16,11 +18,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from epochlog.spark.options import EARLIEST, LATEST, OffsetSpec, OptionError
 
 TP = tuple[str, int]
 Offsets = dict[TP, int]
+START_KEY = "$start"  # '$' is not allowed in a topic name
 
 
 def to_json(offsets: Mapping[TP, int]) -> dict[str, dict[str, int]]:
@@ -33,7 +37,18 @@ def to_json(offsets: Mapping[TP, int]) -> dict[str, dict[str, int]]:
 def from_json(data: Mapping[str, Mapping[str, int]] | None) -> Offsets:
     if not data:
         return {}
-    return {(t, int(p)): int(o) for t, parts in data.items() for p, o in parts.items()}
+    return {
+        (t, int(p)): int(o)
+        for t, parts in data.items()
+        if t != START_KEY
+        for p, o in parts.items()
+    }
+
+
+def batch_start(start: Mapping[str, Any] | None, end: Mapping[str, Any]) -> Offsets:
+    """Where the batch (start, end] begins: the start its end carries, if any, else `start`."""
+    carried = end.get(START_KEY)
+    return from_json(carried if carried is not None else start)
 
 
 @dataclass(frozen=True)

@@ -7,11 +7,12 @@ so it is a pure function of its `OffsetRangePartition`.
 Deterministic start. The Python source never sees the checkpoint, and when batch 0 is planned
 again after a failure Spark calls `initialOffset()` again and takes batch 0's start from it
 (only batch 0's end is in the checkpoint). If the answer changed (startingOffsets=latest, or a
-timestamp, resolved anew) records would be skipped silently. So in a fresh run the first
-`latestOffset()` returns its start unchanged: batch 0 is an empty batch whose end, the resolved
-starting offsets, Spark writes to `offsets/0`, and every later batch starts from the checkpoint.
-A replayed batch 0 is empty whatever `initialOffset()` says, and `partitions()` reads nothing
-where end <= start.
+timestamp, resolved anew) records would be skipped silently. So the end offset of a batch that
+starts at the resolved starting offsets carries that start (`offsets.START_KEY`), Spark writes it
+to `offsets/0`, and `partitions()` reads a batch from the start its end carries: a replayed batch
+0 reads the same records whatever `initialOffset()` says then. Batch 0 carries data (no empty
+batch first); with nothing to read yet, Spark runs an empty batch 0 whose end is the resolved
+start. `partitions()` reads nothing where end <= start.
 
 Admission control: maxOffsetsPerTrigger is the default `ReadMaxRows` limit (split across
 partitions by backlog, `offsets.rate_limit`); minOffsetsPerTrigger with maxTriggerDelay is kept
@@ -37,10 +38,12 @@ from pyspark.sql.streaming.datasource import (
 
 from epochlog.spark.clients import ClusterView, DataLossError, read_range
 from epochlog.spark.offsets import (
+    START_KEY,
     TP,
     MinTriggerGate,
     OffsetRange,
     Offsets,
+    batch_start,
     from_json,
     ranges_between,
     rate_limit,
@@ -127,7 +130,6 @@ class EpochlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
         self._initial: dict | None = None
-        self._first_batch_pending = False
         self._available_now_end: Offsets | None = None
         self._latest_seen: dict | None = None
         self._gate = MinTriggerGate(
@@ -152,7 +154,6 @@ class EpochlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._initial is None:
             tps = self.view.partitions()
             self._initial = to_json(_resolve(self.view, "starting", tps))
-            self._first_batch_pending = True
         return self._initial
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -165,11 +166,6 @@ class EpochlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available_now_end = self.view.latest(tps)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        if self._first_batch_pending and start == self._initial:
-            # A fresh run: batch 0 is empty and records the resolved start (module docstring).
-            self._first_batch_pending = False
-            return start
-        self._first_batch_pending = False
         begin = from_json(start)
         tps = self.view.partitions()
         if self._available_now_end is not None:
@@ -196,7 +192,12 @@ class EpochlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return start
         merged = dict(begin)
         merged.update(end)
-        return to_json(merged)
+        out: dict = to_json(merged)
+        if self._initial is not None and begin == from_json(self._initial):
+            # This batch starts at the resolved starting offsets (batch 0): its end carries its
+            # start, for a replay (module docstring).
+            out[START_KEY] = to_json(begin)
+        return out
 
     def _check_data_loss(self, begin: Offsets, latest: Offsets) -> None:
         gone = [tp for tp in begin if tp not in latest]
@@ -222,7 +223,7 @@ class EpochlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._latest_seen
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
-        ranges = ranges_between(from_json(start), from_json(end))
+        ranges = ranges_between(batch_start(start, end), from_json(end))
         split = split_ranges(
             ranges, self.options.min_partitions, self.options.max_records_per_partition
         )

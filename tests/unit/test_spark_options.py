@@ -8,8 +8,10 @@ import pytest
 from epochlog.client.fetch_decoder import ConsumerRecord
 from epochlog.spark.exactly_once import route
 from epochlog.spark.offsets import (
+    START_KEY,
     MinTriggerGate,
     OffsetRange,
+    batch_start,
     from_json,
     ranges_between,
     rate_limit,
@@ -175,6 +177,79 @@ def test_offsets_json_round_trip_uses_string_partition_keys() -> None:
     data = to_json(offsets)
     assert data == {"a": {"0": 5, "1": 7}, "b": {"0": 0}}
     assert from_json(data) == offsets
+
+
+def test_a_batch_starts_where_its_end_says_else_at_its_given_start() -> None:
+    end = {"a": {"0": 9}, START_KEY: {"a": {"0": 2}}}
+    assert from_json(end) == {("a", 0): 9}  # the carried start is not an offset of the batch
+    assert batch_start({"a": {"0": 7}}, end) == {("a", 0): 2}
+    assert batch_start({"a": {"0": 7}}, {"a": {"0": 9}}) == {("a", 0): 7}
+    assert batch_start(None, {"a": {"0": 9}}) == {}
+
+
+class _FakeView:
+    """The stream reader's cluster lookups, answered from dicts."""
+
+    def __init__(self, options, earliest: dict, latest: dict) -> None:  # noqa: ANN001
+        self.options = options
+        self.earliest_offsets = earliest
+        self.latest_offsets = latest
+
+    def partitions(self) -> list:
+        return sorted(self.latest_offsets)
+
+    def earliest(self, tps: list) -> dict:
+        return {tp: self.earliest_offsets[tp] for tp in tps}
+
+    def latest(self, tps: list) -> dict:
+        return {tp: self.latest_offsets[tp] for tp in tps}
+
+    def for_times(self, stamps: dict) -> dict:
+        raise AssertionError("no timestamps here")
+
+
+def _stream_reader(starting: str, earliest: dict, latest: dict):  # noqa: ANN202
+    from epochlog.spark.reader import EpochlogStreamReader
+
+    options = parse_source_options(
+        {**BOOT, "subscribe": "t", "startingoffsets": starting}, streaming=True
+    )
+    reader = EpochlogStreamReader(options)
+    reader._view = _FakeView(options, earliest, latest)  # type: ignore[assignment]
+    return reader
+
+
+def test_stream_batch_0_carries_data_and_its_replay_reads_from_the_recorded_start() -> None:
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    tps = [("t", 0), ("t", 1)]
+    run1 = _stream_reader("latest", dict.fromkeys(tps, 0), {("t", 0): 5, ("t", 1): 8})
+    initial = run1.initialOffset()
+    assert initial == {"t": {"0": 5, "1": 8}}
+    # nothing new yet: an empty batch 0 whose end is the resolved start
+    assert run1.latestOffset(initial, ReadAllAvailable()) == initial
+    run1.view.latest_offsets = {("t", 0): 9, ("t", 1): 8}  # type: ignore[attr-defined]
+    end0 = run1.latestOffset(initial, ReadAllAvailable())
+    assert end0 == {"t": {"0": 9, "1": 8}, START_KEY: initial}
+    assert [
+        (r.partition, r.start, r.end) for r in (p.value for p in run1.partitions(initial, end0))
+    ] == [(0, 5, 9)]
+    # Restart before batch 0 was committed: initialOffset() resolves `latest` anew (the log
+    # grew), Spark passes that as batch 0's start; the records 5..9 are still read.
+    run2 = _stream_reader("latest", dict.fromkeys(tps, 0), {("t", 0): 12, ("t", 1): 8})
+    again = run2.initialOffset()
+    assert again == {"t": {"0": 12, "1": 8}}
+    replayed = [
+        (r.partition, r.start, r.end) for r in (p.value for p in run2.partitions(again, end0))
+    ]
+    assert replayed == [(0, 5, 9)]
+    # the next batch starts at batch 0's end, and carries no start of its own
+    end1 = run2.latestOffset(end0, ReadAllAvailable())
+    assert end1 == {"t": {"0": 12, "1": 8}}
+    assert [
+        (r.partition, r.start, r.end) for r in (p.value for p in run2.partitions(end0, end1))
+    ] == [(0, 9, 12)]
+    assert run2.latestOffset(end1, ReadAllAvailable()) == end1  # nothing new: no batch
 
 
 def test_rate_limit_splits_the_budget_by_backlog() -> None:
