@@ -101,13 +101,30 @@ def consumer_settings(client: Mapping[str, Any]) -> dict[str, Any]:
     return settings
 
 
+# The driver's lookups retry (and space their metadata refreshes) every 10 ms unless the options
+# say otherwise, as Spark's Kafka source (fetchOffset.retryIntervalMs=10): with the clients'
+# 100 ms, a fresh client's first ListOffsets slept 100-200 ms waiting for the topic's leader, at
+# every query start; repeated failures still back off exponentially (retry.backoff.max.ms).
+_DRIVER_DEFAULTS = {"retry.backoff.ms": "10"}
+
+
+def _driver_settings(client: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(settings)
+    out.update({k: v for k, v in _DRIVER_DEFAULTS.items() if k not in client})
+    return out
+
+
 class ClusterView:
     """Driver-side lookups for a source: partitions and offsets."""
 
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
-        self._consumer_settings = consumer_settings(options.client)
-        self._admin_settings = role_settings(options.client, Role.ADMIN)
+        self._consumer_settings = _driver_settings(
+            options.client, consumer_settings(options.client)
+        )
+        self._admin_settings = _driver_settings(
+            options.client, role_settings(options.client, Role.ADMIN)
+        )
 
     @property
     def admin(self) -> Admin:

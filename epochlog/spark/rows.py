@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from epochlog.client.errors import KafkaError, MessageTooLargeError
 from epochlog.client.fetch_decoder import ConsumerRecord
@@ -131,6 +130,8 @@ def route_batch(
     values, headers or None when no row has any). `sticky` keeps each topic's partition for
     rows without key and partition; it moves on with every batch (Kafka's sticky partitioner
     moves on with every producer batch)."""
+    import pyarrow.compute as pc  # here: the source's processes need not pay its import
+
     names = {name.lower(): i for i, name in enumerate(batch.schema.names)}
     n = batch.num_rows
 
