@@ -7,7 +7,9 @@ In one SparkSession (local[2]) and one run, against a local 1-broker cluster:
 - streaming read: readStream format("epochlog") with Trigger.AvailableNow -> noop sink (wall
   time including query start), next to a streaming read of the Parquet files the same way
   (Spark's file source, AvailableNow, noop: the same query start); its ratio to the Parquet
-  batch read is printed too.
+  batch read is printed too;
+- for reference, the floor of any Python streaming source here: a source of one row, read the
+  same way (the source runner process Spark starts per query, its pyspark imports, planning).
 Each case runs `--repeat` times after a warm-up; the table shows medians and ratios to the
 Parquet anchors (targets: read >= 0.5x, write >= 0.3x). Timings are reported, never asserted.
 
@@ -58,6 +60,37 @@ def main() -> int:
         cluster.close()
 
 
+def one_row_source() -> type:
+    """A Python streaming source of one row: what any Python source pays per query."""
+    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+
+    class OneRowReader(DataSourceStreamReader):
+        def initialOffset(self) -> dict:
+            return {"row": 0}
+
+        def latestOffset(self) -> dict:
+            return {"row": 1}
+
+        def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+            return [] if start == end else [InputPartition(0)]
+
+        def read(self, partition: InputPartition):  # noqa: ANN201
+            yield (b"k", b"v")
+
+    class OneRowSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "bench_one_row"
+
+        def schema(self) -> str:
+            return "key binary, value binary"
+
+        def streamReader(self, schema: object) -> DataSourceStreamReader:
+            return OneRowReader()
+
+    return OneRowSource
+
+
 def run(console: Console, cluster: LocalCluster, work: Path, args: argparse.Namespace) -> int:
     from pyspark.sql import SparkSession
 
@@ -75,6 +108,7 @@ def run(console: Console, cluster: LocalCluster, work: Path, args: argparse.Name
         )
         spark.sparkContext.setLogLevel("ERROR")
         register(spark)
+        spark.dataSource.register(one_row_source())
     bootstrap = cluster.bootstrap_servers
     n = args.rows
     rows = spark.range(0, n, 1, args.partitions).selectExpr(
@@ -82,6 +116,7 @@ def run(console: Console, cluster: LocalCluster, work: Path, args: argparse.Name
         "binary(concat(lpad(cast(id as string), 16, '0'), repeat('x', 84))) as value",
     )
     results: dict[str, list[float]] = {}
+    phases: dict[str, list[dict[str, float]]] = {}  # streaming case -> per-round phase totals
     topics = iter(range(1_000_000))
 
     def new_topic() -> str:
@@ -109,7 +144,21 @@ def run(console: Console, cluster: LocalCluster, work: Path, args: argparse.Name
     def read_parquet() -> None:
         spark.read.parquet(parquet_dir).write.format("noop").mode("overwrite").save()
 
+    def record_phases(name: str, query: object, started: float) -> None:
+        """Where a streaming query's time went: Spark's durationMs per phase summed over its
+        micro-batches, and the wall time outside them (query start and stop)."""
+        progress = query.recentProgress  # type: ignore[attr-defined]
+        totals: dict[str, float] = {"batches": float(len(progress))}
+        for p in progress:
+            for phase, ms in p["durationMs"].items():
+                totals[phase] = totals.get(phase, 0.0) + ms
+        wall_ms = (time.perf_counter() - started) * 1000
+        totals["outside batches"] = wall_ms - totals.get("triggerExecution", 0.0)
+        totals["rows in batch 0"] = float(progress[0]["numInputRows"]) if progress else 0.0
+        phases.setdefault(name, []).append(totals)
+
     def stream_log() -> None:
+        started = time.perf_counter()
         query = (
             spark.readStream.format("epochlog")
             .option("bootstrap.servers", bootstrap)
@@ -122,8 +171,10 @@ def run(console: Console, cluster: LocalCluster, work: Path, args: argparse.Name
             .start()
         )
         query.awaitTermination()
+        record_phases("streaming read: epochlog (AvailableNow)", query, started)
 
     def stream_parquet() -> None:
+        started = time.perf_counter()
         query = (
             spark.readStream.schema(rows.schema)
             .parquet(parquet_dir)
@@ -133,6 +184,20 @@ def run(console: Console, cluster: LocalCluster, work: Path, args: argparse.Name
             .start()
         )
         query.awaitTermination()
+        record_phases("streaming read: Parquet (AvailableNow)", query, started)
+
+    def stream_one_row() -> None:
+        started = time.perf_counter()
+        query = (
+            spark.readStream.format("bench_one_row")
+            .load()
+            .writeStream.format("noop")
+            .option("checkpointLocation", str(work / f"ck-{time.monotonic_ns()}"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+        record_phases("streaming read: 1-row Python source (floor)", query, started)
 
     with console.status("filling the read topic and the Parquet files (warm-up) ..."):
         write_log(read_topic)
@@ -146,6 +211,7 @@ def run(console: Console, cluster: LocalCluster, work: Path, args: argparse.Name
         ("batch read: epochlog", read_log),
         ("streaming read: Parquet (AvailableNow)", stream_parquet),
         ("streaming read: epochlog (AvailableNow)", stream_log),
+        ("streaming read: 1-row Python source (floor)", stream_one_row),
     ]
     for round_ in range(args.repeat):
         for name, fn in cases:  # alternate the cases, so load changes hit them alike
@@ -169,6 +235,9 @@ def run(console: Console, cluster: LocalCluster, work: Path, args: argparse.Name
     for name, _ in cases:
         ratio = f"{rate(name) / rate(anchors[name]):.2f}x" if name in anchors else "anchor"
         runs = " ".join(f"{t:.2f}" for t in results[name])
+        if "floor" in name:  # one row: its time, not a rate, is the point
+            table.add_row(name, "-", runs, "(1 row)")
+            continue
         table.add_row(name, f"{rate(name):,.0f}", runs, ratio)
     console.print(table)
     console.print(
@@ -176,7 +245,28 @@ def run(console: Console, cluster: LocalCluster, work: Path, args: argparse.Name
         "Parquet batch read: "
         f"{rate('streaming read: epochlog (AvailableNow)') / rate('batch read: Parquet'):.2f}x"
     )
+    floor = statistics.median(results["streaming read: 1-row Python source (floor)"])
+    parquet_stream = statistics.median(results["streaming read: Parquet (AvailableNow)"])
+    console.print(
+        f"a 1-row Python streaming source takes {floor:.2f} s here: at best "
+        f"{parquet_stream / floor:.2f}x of the Parquet streaming read for any Python source"
+    )
     console.print("targets: read >= 0.5x Parquet, write >= 0.3x Parquet")
+    keys = ["batches", "rows in batch 0", "outside batches", "triggerExecution"]
+    keys += sorted({k for rounds in phases.values() for t in rounds for k in t} - set(keys))
+    detail = Table(title="streaming reads: where the time went (ms, median of the rounds)")
+    detail.add_column("phase")
+    for name in phases:
+        detail.add_column(name.removeprefix("streaming read: "), justify="right")
+    for key in keys:
+        cells = [statistics.median(t.get(key, 0.0) for t in phases[name]) for name in phases]
+        detail.add_row(key, *(f"{c:,.0f}" for c in cells))
+    console.print(detail)
+    console.print(
+        "phases are Spark's durationMs summed over a query's micro-batches; 'outside batches' "
+        "is the wall time before the first and after the last (query start, source start-up)"
+    )
+    console.print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 
 
