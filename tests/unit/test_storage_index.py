@@ -125,3 +125,22 @@ def test_time_index_truncation_and_sanity_check(tmp_path):
     path.write_bytes(struct.pack(">qiqi", 200, 1, 100, 2))
     with pytest.raises(CorruptIndexError):
         time_index(tmp_path).sanity_check(last_offset=2000)
+
+
+def test_entries_reach_the_file_in_groups_and_all_at_flush(tmp_path):
+    from epochlog.storage.index import PENDING_ENTRIES
+
+    index = offset_index(tmp_path, max_bytes=8 * (PENDING_ENTRIES * 3))
+    for i in range(PENDING_ENTRIES + 5):
+        index.append(BASE + i, i * 100)
+    # One group written, five entries still pending: a crash now keeps a consistent prefix.
+    assert index.path.stat().st_size == 8 * PENDING_ENTRIES
+    crashed = offset_index(tmp_path, max_bytes=8 * (PENDING_ENTRIES * 3))
+    crashed.sanity_check(segment_size=10**6)
+    assert crashed.last_entry == (BASE + PENDING_ENTRIES - 1, (PENDING_ENTRIES - 1) * 100)
+    assert index.lookup(BASE + 10**6) == (BASE + PENDING_ENTRIES + 4, (PENDING_ENTRIES + 4) * 100)
+    index.flush()
+    assert index.path.stat().st_size == 8 * (PENDING_ENTRIES + 5)
+    index.append(BASE + 10**5, 10**7)
+    index.truncate_to(BASE + 3)  # pending entries are written before the cut
+    assert index.path.stat().st_size == 8 * 3 and len(index) == 3
