@@ -41,13 +41,23 @@ class FrameSizeError(Exception):
 
 
 class FramePool:
-    """Buffers for large frames, kept for reuse once their frames are decoded; at most
-    `max_buffers` are kept, none larger than `max_buffer_bytes`. One event loop uses it."""
+    """Buffers for large frames, kept for reuse once their frames are decoded. At most
+    `max_buffers` are kept, `max_total_bytes` in all, none larger than `max_buffer_bytes`; when
+    over, the smallest go (the largest are the costliest to make and fit the most frames). A
+    client pipelining many large requests has many frames queued at once, so a server's pool
+    must hold about that many. One event loop uses it."""
 
-    def __init__(self, max_buffers: int = 8, max_buffer_bytes: int = 4 * 1024 * 1024) -> None:
+    def __init__(
+        self,
+        max_buffers: int = 32,
+        max_buffer_bytes: int = 4 * 1024 * 1024,
+        max_total_bytes: int = 32 * 1024 * 1024,
+    ) -> None:
         self.max_buffers = max_buffers
         self.max_buffer_bytes = max_buffer_bytes
+        self.max_total_bytes = max_total_bytes
         self.free: list[bytearray] = []
+        self._free_bytes = 0
 
     def take(self, size: int) -> bytearray:
         """A buffer of at least `size` bytes (the smallest kept one that fits, else a new one)."""
@@ -56,12 +66,19 @@ class FramePool:
             if len(buf) >= size and (best < 0 or len(buf) < len(self.free[best])):
                 best = i
         if best >= 0:
-            return self.free.pop(best)
+            buf = self.free.pop(best)
+            self._free_bytes -= len(buf)
+            return buf
         return bytearray(-(-size // POOL_GRANULE) * POOL_GRANULE)
 
     def give(self, buf: bytearray) -> None:
-        if len(buf) <= self.max_buffer_bytes and len(self.free) < self.max_buffers:
-            self.free.append(buf)
+        if len(buf) > self.max_buffer_bytes:
+            return
+        self.free.append(buf)
+        self._free_bytes += len(buf)
+        while len(self.free) > self.max_buffers or self._free_bytes > self.max_total_bytes:
+            smallest = min(range(len(self.free)), key=lambda i: len(self.free[i]))
+            self._free_bytes -= len(self.free.pop(smallest))
 
 
 class FrameReader:

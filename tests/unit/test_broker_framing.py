@@ -113,25 +113,21 @@ def test_the_pool_gives_the_smallest_fitting_buffer_and_keeps_a_bounded_number()
     assert (len(small), len(large)) == (POOL_GRANULE, 2 * POOL_GRANULE)
     pool.give(large)
     pool.give(small)
-    pool.give(bytearray(POOL_GRANULE))  # a third is dropped
+    pool.give(bytearray(POOL_GRANULE))  # a third: the smallest goes
     pool.give(bytearray(5 * POOL_GRANULE))  # too large to keep
-    assert [len(b) for b in pool.free] == [2 * POOL_GRANULE, POOL_GRANULE]
-    assert pool.take(100) is small
+    assert sorted(len(b) for b in pool.free) == [POOL_GRANULE, 2 * POOL_GRANULE]
+    pool.give(bytearray(3 * POOL_GRANULE))  # larger than the smallest kept: replaces it
+    assert sorted(len(b) for b in pool.free) == [2 * POOL_GRANULE, 3 * POOL_GRANULE]
     assert pool.take(100) is large
-    assert len(pool.take(3 * POOL_GRANULE)) == 3 * POOL_GRANULE
+    assert len(pool.take(4 * POOL_GRANULE)) == 4 * POOL_GRANULE  # none fits: a new one
+    assert [len(b) for b in pool.free] == [3 * POOL_GRANULE]
 
 
-def test_a_small_partial_frame_near_the_end_of_the_scratch_is_moved_to_the_front() -> None:
-    reader = FrameReader(1 << 20, scratch_bytes=1040, direct_bytes=512)
-    first = b"x" * 900
-    second = b"y" * 400
-    data = framed(first) + framed(second)
-    feed(reader, data[:1000])  # the first frame whole, 96 bytes of the second
-    assert bodies(reader) == [first]
-    target = reader.buffer()  # only 40 bytes free at the end: the partial frame moves
-    assert len(target) >= 512
-    feed(reader, data[1000:])
-    assert bodies(reader) == [second]
+def test_the_pool_keeps_a_bounded_number_of_bytes() -> None:
+    pool = FramePool(max_buffers=10, max_total_bytes=3 * POOL_GRANULE)
+    for size in (1, 2, 1):
+        pool.give(bytearray(size * POOL_GRANULE))
+    assert sorted(len(b) for b in pool.free) == [POOL_GRANULE, 2 * POOL_GRANULE]
 
 
 @pytest.mark.parametrize("size", [0, -1, -(2**31), 1001])
