@@ -48,7 +48,7 @@ from epochlog.broker.isr_rules import (
 )
 from epochlog.broker.producer_state import ProducerStateManager, Verdict, last_sequence
 from epochlog.protocol.errors import ErrorCode
-from epochlog.protocol.records import BatchHeader, iter_batches
+from epochlog.protocol.records import BatchHeader
 from epochlog.storage import FileSlice, PartitionLog
 from epochlog.storage.log import AppendInfo
 from epochlog.storage.segment import TimestampAndOffset
@@ -376,10 +376,9 @@ class Partition:
     ) -> AppendInfo:
         """Append the leader's batches as they are (offsets, epochs) and track their producers."""
         info = self.log.append_as_follower(records, now_ms)
-        if info.batch_count:
-            for _, header in iter_batches(records, verify=False):
-                if header.producer_id >= 0:
-                    self.producer_state.record_batch(header, now_ms)
+        for header in info.headers:
+            if header.producer_id >= 0:
+                self.producer_state.record_batch(header, now_ms)
         return info
 
     def update_follower_log_start_offset(self, leader_log_start_offset: int) -> bool:

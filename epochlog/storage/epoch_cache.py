@@ -99,6 +99,11 @@ class LeaderEpochCache:
 
     def assign(self, epoch: int, start_offset: int) -> bool:
         """Record that `epoch` starts at `start_offset`; True when the cache changed."""
+        entries = self._entries
+        if entries:
+            latest = entries[-1]
+            if epoch == latest.epoch and start_offset >= latest.start_offset:
+                return False  # another batch of the latest epoch: every append asks this
         changed = self._assign(EpochEntry(epoch, start_offset))
         if changed:
             self._changed()

@@ -78,6 +78,9 @@ class AppendInfo:
     batch_count: int
     record_count: int
     size_in_bytes: int
+    # The appended batches' headers as written (offsets and epochs final), so that a caller
+    # tracking them (producer state) does not parse the batches again.
+    headers: tuple[BatchHeader, ...] = ()
 
 
 def _now_ms() -> int:
@@ -373,6 +376,7 @@ class PartitionLog:
             batch_count=len(headers),
             record_count=record_count,
             size_in_bytes=len(records),
+            headers=tuple(headers),
         )
 
     def roll(self, now_ms: int | None = None) -> LogSegment:
