@@ -13,30 +13,90 @@ the rebootstrap decision plugs in), then `producer` (`partitioner`, `accumulator
 facades.
 """
 
-from epochlog.client.admin import AsyncAdmin, ClusterDescription, NewTopic, TopicDescription
-from epochlog.client.config import ClientConfig, Role, load_config
-from epochlog.client.connection import BrokerConnection
-from epochlog.client.consumer import AsyncConsumer, OffsetAndTimestamp
-from epochlog.client.errors import (
-    ClientClosedError,
-    ClientError,
-    ConfigError,
-    ConnectionFailedError,
-    DeliveryTimeoutError,
-    IncompatibleBrokerError,
-    KafkaError,
-    MessageTooLargeError,
-    NodeNotReadyError,
-    NoOffsetForPartitionError,
-    OffsetOutOfRangeError,
-    RequestTimedOutError,
-)
-from epochlog.client.fetch_decoder import ConsumerRecord
-from epochlog.client.metadata import BrokerNode, ClusterMetadata, PartitionInfo, TopicPartition
-from epochlog.client.partitioner import murmur2, partition_for_key
-from epochlog.client.producer import AsyncProducer, RecordMetadata
-from epochlog.client.sync import Admin, Consumer, Producer
-from epochlog.protocol.messages.pin_controller import PinState, PinStatus
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from epochlog.client.admin import AsyncAdmin, ClusterDescription, NewTopic, TopicDescription
+    from epochlog.client.config import ClientConfig, Role, load_config
+    from epochlog.client.connection import BrokerConnection
+    from epochlog.client.consumer import AsyncConsumer, OffsetAndTimestamp
+    from epochlog.client.errors import (
+        ClientClosedError,
+        ClientError,
+        ConfigError,
+        ConnectionFailedError,
+        DeliveryTimeoutError,
+        IncompatibleBrokerError,
+        KafkaError,
+        MessageTooLargeError,
+        NodeNotReadyError,
+        NoOffsetForPartitionError,
+        OffsetOutOfRangeError,
+        RequestTimedOutError,
+    )
+    from epochlog.client.fetch_decoder import ConsumerRecord
+    from epochlog.client.metadata import BrokerNode, ClusterMetadata, PartitionInfo, TopicPartition
+    from epochlog.client.partitioner import murmur2, partition_for_key
+    from epochlog.client.producer import AsyncProducer, RecordMetadata
+    from epochlog.client.sync import Admin, Consumer, Producer
+    from epochlog.protocol.messages.pin_controller import PinState, PinStatus
+
+# Names are imported on first use (PEP 562), so importing one submodule (say
+# `epochlog.client.config`) does not load the whole client: Spark starts a Python process per
+# streaming query whose driver side needs only part of it.
+_EXPORTS: dict[str, str] = {
+    "Admin": "epochlog.client.sync",
+    "AsyncAdmin": "epochlog.client.admin",
+    "AsyncConsumer": "epochlog.client.consumer",
+    "AsyncProducer": "epochlog.client.producer",
+    "BrokerConnection": "epochlog.client.connection",
+    "BrokerNode": "epochlog.client.metadata",
+    "ClientClosedError": "epochlog.client.errors",
+    "ClientConfig": "epochlog.client.config",
+    "ClientError": "epochlog.client.errors",
+    "ClusterDescription": "epochlog.client.admin",
+    "ClusterMetadata": "epochlog.client.metadata",
+    "ConfigError": "epochlog.client.errors",
+    "ConnectionFailedError": "epochlog.client.errors",
+    "Consumer": "epochlog.client.sync",
+    "ConsumerRecord": "epochlog.client.fetch_decoder",
+    "DeliveryTimeoutError": "epochlog.client.errors",
+    "IncompatibleBrokerError": "epochlog.client.errors",
+    "KafkaError": "epochlog.client.errors",
+    "MessageTooLargeError": "epochlog.client.errors",
+    "NewTopic": "epochlog.client.admin",
+    "NoOffsetForPartitionError": "epochlog.client.errors",
+    "NodeNotReadyError": "epochlog.client.errors",
+    "OffsetAndTimestamp": "epochlog.client.consumer",
+    "OffsetOutOfRangeError": "epochlog.client.errors",
+    "PartitionInfo": "epochlog.client.metadata",
+    "PinState": "epochlog.protocol.messages.pin_controller",
+    "PinStatus": "epochlog.protocol.messages.pin_controller",
+    "Producer": "epochlog.client.sync",
+    "RecordMetadata": "epochlog.client.producer",
+    "RequestTimedOutError": "epochlog.client.errors",
+    "Role": "epochlog.client.config",
+    "TopicDescription": "epochlog.client.admin",
+    "TopicPartition": "epochlog.client.metadata",
+    "load_config": "epochlog.client.config",
+    "murmur2": "epochlog.client.partitioner",
+    "partition_for_key": "epochlog.client.partitioner",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
 
 __all__ = [
     "Admin",

@@ -25,16 +25,22 @@ import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from epochlog.client import Admin, AsyncProducer, Consumer, KafkaError, RecordMetadata
 from epochlog.client.config import Role
-from epochlog.client.errors import ClientError
+from epochlog.client.errors import ClientError, KafkaError
+from epochlog.client.sync import Admin, Consumer
 from epochlog.protocol.errors import ErrorCode
-from epochlog.spark.arrow_records import DecodedColumns, decode_fetch, next_fetch_offset
 from epochlog.spark.offsets import TP, OffsetRange
 from epochlog.spark.options import EARLIEST, OptionError, SourceOptions, role_settings
-from epochlog.spark.raw_clients import BatchSender, RangeFetcher
+
+# What only executors (reading, the sink) or the exactly-once publisher use is imported where it
+# is used: Spark starts a Python process per streaming query for the driver side, which needs
+# just `ClusterView`.
+if TYPE_CHECKING:
+    from epochlog.client.producer import AsyncProducer, RecordMetadata
+    from epochlog.spark.arrow_records import DecodedColumns
+    from epochlog.spark.raw_clients import BatchSender, RangeFetcher
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -250,6 +256,8 @@ def read_range(
     """The records of `r` in offset order, as columns, a fetch at a time (the next fetch is
     under way while one is decoded). Offsets below the log start are data loss: an error with
     failOnDataLoss=true, else skipped (with a warning)."""
+    from epochlog.spark.raw_clients import RangeFetcher
+
     settings = consumer_settings(client)
     fetcher = _cached("fetcher", settings, lambda: RangeFetcher(settings))
     try:
@@ -272,6 +280,8 @@ def _read(
     poll_timeout_ms: int,
     want_headers: bool,
 ) -> Iterator[DecodedColumns]:
+    from epochlog.spark.arrow_records import decode_fetch, next_fetch_offset
+
     tp = (r.topic, r.partition)
     start = r.start
     if start == EARLIEST:
@@ -394,6 +404,8 @@ class BulkProducer:
 
     @staticmethod
     async def _make(settings: Mapping[str, Any]) -> AsyncProducer:
+        from epochlog.client.producer import AsyncProducer
+
         producer = AsyncProducer(settings)
         await producer.start()
         return producer
@@ -448,6 +460,8 @@ class BulkProducer:
 
 def batch_sender(client: Mapping[str, Any]) -> BatchSender:
     """The worker's sender of built record batches for these client settings."""
+    from epochlog.spark.raw_clients import BatchSender
+
     settings = producer_settings(client)
     return _cached("sender", settings, lambda: BatchSender(settings))
 

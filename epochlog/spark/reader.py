@@ -52,7 +52,6 @@ from epochlog.spark.offsets import (
     to_json,
 )
 from epochlog.spark.options import OptionError, SourceOptions
-from epochlog.spark.rows import arrow_schema, columns_to_batch
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +67,9 @@ class OffsetRangePartition(InputPartition):
 def read_partition(options: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
     """Executor side: the Arrow batches of one input partition, one per fetch (records are
     decoded straight into Arrow columns, `arrow_records`)."""
+    # Imported here: the driver's per-query source process never reads (see clients.py).
+    from epochlog.spark.rows import arrow_schema, columns_to_batch
+
     r = partition.value  # pyspark may hand back a plain InputPartition carrying our value
     if not isinstance(r, OffsetRange):  # the InputPartition(None) Spark uses for "no partitions"
         return

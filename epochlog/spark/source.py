@@ -28,7 +28,6 @@ from epochlog.spark.options import (
     parse_sink_options,
     parse_source_options,
 )
-from epochlog.spark.rows import source_schema_ddl
 
 
 def _columns(schema: StructType) -> dict[str, str]:
@@ -43,6 +42,10 @@ class EpochlogDataSource(DataSource):
         return "epochlog"
 
     def schema(self) -> str:
+        # Imported here, as the readers and writers are: unpickling this class (in every Python
+        # process Spark starts for the source) imports this module, so it stays light.
+        from epochlog.spark.rows import source_schema_ddl
+
         return source_schema_ddl(
             parse_bool("includeHeaders", self.options.get("includeheaders", "false"))
         )
