@@ -94,8 +94,22 @@ class DelayedOperationPurgatory:
         ops = self._watchers.get(key)
         if not ops:
             return 0
+        return self._retry(list(ops.values()))
+
+    def check_and_complete_keys(self, keys: Iterable[Hashable]) -> int:
+        """Re-try once each operation watching any of `keys` (moved together); how many
+        completed. One re-try per operation, not one per key: an operation waiting on several
+        of the keys would otherwise be re-tried, all its keys checked, for each of them."""
+        found: dict[int, DelayedOperation] = {}
+        for key in keys:
+            ops = self._watchers.get(key)
+            if ops:
+                found.update(ops)
+        return self._retry(list(found.values())) if found else 0
+
+    def _retry(self, ops: list[DelayedOperation]) -> int:
         completed = 0
-        for op in list(ops.values()):
+        for op in ops:
             if op.completed:
                 self._unwatch(op)
                 continue

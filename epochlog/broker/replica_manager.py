@@ -136,6 +136,7 @@ class ReplicaManager:
         self._tasks: list[asyncio.Task[None]] = []
         self._checkpoint_writes: set[asyncio.Task[int]] = set()
         self._appended: set[TopicPartition] = set()  # led partitions whose fetches are to wake
+        self._hw_moved: set[TopicPartition] = set()  # HWs moved by follower fetches, to act on
 
     # ----------------------------------------------------------------------- lookups
 
@@ -195,8 +196,7 @@ class ReplicaManager:
 
     def _wake_fetches(self) -> None:
         appended, self._appended = self._appended, set()
-        for key in appended:
-            self.fetch_purgatory.check_and_complete(key)
+        self.fetch_purgatory.check_and_complete_keys(appended)
 
     def on_high_watermark_moved(self, key: TopicPartition) -> None:
         self.produce_purgatory.check_and_complete(key)
@@ -228,7 +228,26 @@ class ReplicaManager:
         if change is not None:
             self._send_isr_change(partition, change)
         if moved:
-            self.on_high_watermark_moved(partition.key)
+            self._hw_moved_by_fetch(partition.key)
+
+    def _hw_moved_by_fetch(self, key: TopicPartition) -> None:
+        """Delayed operations re-check once the loop's current step is done: a follower's fetch
+        moves the HW of each of its partitions in turn, and a produce waiting on several of them
+        was re-tried after each (all partitions of every waiting request, per partition of the
+        fetch) where one re-try after the last one completes it."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # driven without a loop (unit tests): at once
+            self.on_high_watermark_moved(key)
+            return
+        if not self._hw_moved:
+            loop.call_soon(self._complete_hw_moves)
+        self._hw_moved.add(key)
+
+    def _complete_hw_moves(self) -> None:
+        moved, self._hw_moved = self._hw_moved, set()
+        self.produce_purgatory.check_and_complete_keys(moved)
+        self.fetch_purgatory.check_and_complete_keys(moved)
 
     def shrink_isrs(self, now: int | None = None) -> int:
         """Propose removing lagging followers from every led partition; proposals made."""

@@ -397,3 +397,52 @@ def test_the_read_state_of_a_consumer_fetch_includes_the_hw(tmp_path):
     partition.leader_epoch += 1
     assert not same_read_state(read_state(rm, follower, requests), before[follower])
     assert not same_read_state(read_state(rm, follower, requests[:1]), before[follower])
+
+
+def test_purgatory_retries_each_operation_once_for_keys_that_moved_together():
+    purgatory = DelayedOperationPurgatory("test", FakeTimers())
+    tries = {"ab": 0, "bc": 0, "z": 0}
+    flags = {"ab": False, "bc": False, "z": False}
+
+    def ready(name):
+        def check():
+            tries[name] += 1
+            return flags[name]
+
+        return check
+
+    ops = {name: Waiting(ready(name)) for name in ("ab", "bc", "z")}
+    for name, keys in (("ab", "ab"), ("bc", "bc"), ("z", "z")):
+        assert not purgatory.try_complete_else_watch(ops[name], list(keys))
+    flags["bc"] = True
+    assert purgatory.check_and_complete_keys(["a", "b", "c"]) == 1
+    assert tries == {"ab": 2, "bc": 2, "z": 1}  # one re-try each; "z" was not involved
+    assert ops["bc"].outcome == "done" and ops["ab"].outcome is None
+    assert purgatory.check_and_complete_keys(["c", "q"]) == 0  # "bc" is no longer watched
+    assert tries["bc"] == 2 and len(purgatory) == 2 and ops["z"].outcome is None
+
+
+def test_a_follower_fetch_moving_several_hws_completes_the_waiting_produce(tmp_path):
+    rm = make_rm(tmp_path)
+    rm.apply_leader_and_isr(lai({0: [1, 2], 1: [1, 2], 2: [1, 2]}), 6)
+    follower = FetchParams(2, 55, 0, min_bytes=1, max_bytes=10**6, isolation_level=0)
+
+    async def scenario():
+        produce = asyncio.ensure_future(
+            append_records(
+                rm,
+                timeout_ms=5000,
+                required_acks=-1,
+                entries=[(("t", p), batch(2)) for p in range(3)],
+                version=9,
+            )
+        )
+        await asyncio.sleep(0.02)
+        assert not produce.done()
+        await fetch_messages(rm, follower, [PartitionFetch("t", p, 2, 10**6) for p in range(3)])
+        # The HWs moved during the fetch; the produce is re-tried once the step is done.
+        assert [rm.get_partition("t", p).high_watermark for p in range(3)] == [2, 2, 2]
+        return await asyncio.wait_for(produce, 1)
+
+    results = asyncio.run(scenario())
+    assert all(r.error is ErrorCode.NONE for r in results.values())
