@@ -16,7 +16,11 @@ warm-up of the streaming path, which no timed round should carry); the table sho
 ratios to the Parquet anchors (targets: read >= 0.5x, write >= 0.3x). Timings are reported,
 never asserted.
 
-    .venv/bin/python bench/spark.py [--rows 500000] [--repeat 3]
+With --worker-python, Spark's Python workers run through `epochlog.spark.worker_python()`
+(PYSPARK_PYTHON: pyspark imported from the installed package instead of compiled from
+pyspark.zip in every process Spark starts, such as the source runner of each streaming query).
+
+    .venv/bin/python bench/spark.py [--rows 500000] [--repeat 3] [--worker-python]
 """
 
 from __future__ import annotations
@@ -50,8 +54,17 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=500_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--partitions", type=int, default=2)
+    parser.add_argument(
+        "--worker-python",
+        action="store_true",
+        help="PYSPARK_PYTHON=epochlog.spark.worker_python() (pyspark not compiled from its zip)",
+    )
     args = parser.parse_args()
     console = Console()
+    if args.worker_python:
+        from epochlog.spark.worker_python import worker_python
+
+        os.environ["PYSPARK_PYTHON"] = worker_python()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     work = Path(tempfile.mkdtemp(prefix="bench-spark-"))
     cluster = LocalCluster(work / "cluster", 1)
@@ -233,7 +246,10 @@ def run(console: Console, cluster: LocalCluster, work: Path, args: argparse.Name
         "batch read: epochlog": "batch read: Parquet",
         "streaming read: epochlog (AvailableNow)": "streaming read: Parquet (AvailableNow)",
     }
-    table = Table(title=f"Spark data source, {n:,} rows of 116 bytes, local[2], 1 broker")
+    workers = "worker_python()" if args.worker_python else "plain PYSPARK_PYTHON"
+    table = Table(
+        title=f"Spark data source, {n:,} rows of 116 bytes, local[2], 1 broker, {workers}"
+    )
     table.add_column("case")
     table.add_column("rows/s (median)", justify="right")
     table.add_column("runs (s)", justify="right")
