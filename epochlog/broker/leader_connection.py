@@ -29,17 +29,22 @@ from typing import Any, cast
 
 from epochlog.aio import wait_for
 from epochlog.broker.framing import FramePool, FrameReader, FrameSizeError
-from epochlog.client.connection import CLIENT_SOFTWARE_NAME, CLIENT_SOFTWARE_VERSION, our_versions
+from epochlog.client.connection import (
+    CLIENT_SOFTWARE_NAME,
+    CLIENT_SOFTWARE_VERSION,
+    decode_response_body,
+    negotiated_version,
+    our_versions,
+    retrieve_result,
+)
 from epochlog.client.errors import (
     ConnectionFailedError,
-    IncompatibleBrokerError,
     RequestTimedOutError,
 )
 from epochlog.protocol import messages as m
-from epochlog.protocol.api import APIS, ApiKey, encode_request, response_header_version
-from epochlog.protocol.codec import Message, decode_from
-from epochlog.protocol.errors import ErrorCode, ProtocolError, UnsupportedVersionError
-from epochlog.protocol.headers import ResponseHeader
+from epochlog.protocol.api import ApiKey, encode_request
+from epochlog.protocol.codec import Message
+from epochlog.protocol.errors import ErrorCode, ProtocolError
 
 MAX_RESPONSE_BYTES = 100 * 1024 * 1024 + 1024
 _CORRELATION = struct.Struct(">i")
@@ -131,13 +136,7 @@ class LeaderConnection(asyncio.BufferedProtocol):
 
     def version_for(self, api_key: int, max_version: int | None = None) -> int:
         """The highest version of `api_key` that both sides support (optionally capped)."""
-        low, high = our_versions(api_key)
-        if max_version is not None:
-            high = min(high, max_version)
-        theirs = self.api_versions.get(api_key)
-        if theirs is None or max(low, theirs[0]) > min(high, theirs[1]):
-            raise IncompatibleBrokerError(api_key, theirs, (low, high))
-        return min(high, theirs[1])
+        return negotiated_version(self.api_versions, api_key, max_version)
 
     async def _negotiate_api_versions(self) -> None:
         for version in (our_versions(ApiKey.API_VERSIONS)[1], 0):
@@ -196,7 +195,7 @@ class LeaderConnection(asyncio.BufferedProtocol):
         correlation_id = next(self._ids) & 0x7FFFFFFF
         data = encode_request(api_key, version, correlation_id, self.client_id, request)
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        fut.add_done_callback(_retrieve)  # a caller that gave up must not leave it unread
+        fut.add_done_callback(retrieve_result)  # a caller that gave up must not leave it unread
         self._pending[correlation_id] = (_RAW if raw else api_key, version, fut)
         self._transport.write(data)
         timeout = (self.request_timeout_ms if timeout_ms is None else timeout_ms) / 1000
@@ -265,23 +264,8 @@ class LeaderConnection(asyncio.BufferedProtocol):
             return
         try:
             # Decoding copies what the body keeps, so the frame's memory can be reused.
-            fut.set_result(_decode_response_body(api_key, version, frame))
+            fut.set_result(decode_response_body(api_key, version, frame))
         except ProtocolError as exc:
             fut.set_exception(
                 ConnectionFailedError(f"{self}: bad response to API {api_key}: {exc}")
             )
-
-
-def _retrieve(fut: asyncio.Future[Any]) -> None:
-    if not fut.cancelled():
-        fut.exception()
-
-
-def _decode_response_body(api_key: int, version: int, frame: bytes | memoryview) -> Any:
-    """A response frame's body; bytes after it are ignored, as Kafka's clients do."""
-    api = APIS.get(api_key)
-    if api is None or not api.supports(version):
-        raise UnsupportedVersionError(api_key, version)
-    _, pos = decode_from(ResponseHeader, frame, response_header_version(api_key, version), 0)
-    body, _ = decode_from(api.response, frame, version, pos)
-    return body

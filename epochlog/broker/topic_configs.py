@@ -34,9 +34,7 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> None:
     storage: dict[str, str] = {}
     for key, value in configs.items():
         if key not in KNOWN_KEYS:
-            raise TopicConfigError(
-                f"unknown topic config {key!r}; known: {', '.join(KNOWN_KEYS)}"
-            )
+            raise TopicConfigError(f"unknown topic config {key!r}; known: {', '.join(KNOWN_KEYS)}")
         if value is None:
             raise TopicConfigError(f"topic config {key} has no value")
         if key in TOPIC_CONFIG_FIELDS:

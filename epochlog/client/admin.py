@@ -314,7 +314,6 @@ class AsyncAdmin:
             )
             return ClusterDescription(response.cluster_id, response.controller_id, brokers)
 
-
     # ---------------------------------------------------------------- controller pin (KIP-39)
 
     async def pin_controller(

@@ -168,13 +168,7 @@ class BrokerConnection:
 
     def version_for(self, api_key: int, max_version: int | None = None) -> int:
         """The highest version of `api_key` that both sides support (optionally capped)."""
-        low, high = our_versions(api_key)
-        if max_version is not None:
-            high = min(high, max_version)
-        theirs = self.api_versions.get(api_key)
-        if theirs is None or max(low, theirs[0]) > min(high, theirs[1]):
-            raise IncompatibleBrokerError(api_key, theirs, (low, high))
-        return min(high, theirs[1])
+        return negotiated_version(self.api_versions, api_key, max_version)
 
     def supports(self, api_key: int) -> bool:
         try:
@@ -232,7 +226,7 @@ class BrokerConnection:
         if frame is None:
             return None
         try:
-            body = _decode_response_body(api_key, version, frame)
+            body = decode_response_body(api_key, version, frame)
         except ProtocolError as exc:
             raise ConnectionFailedError(f"{self}: bad response to API {api_key}: {exc}") from exc
         return body
@@ -252,7 +246,7 @@ class BrokerConnection:
         fut: asyncio.Future[Any] | None = None
         if expect_response:
             fut = asyncio.get_running_loop().create_future()
-            fut.add_done_callback(_retrieve)  # a caller that gave up must not leave it unread
+            fut.add_done_callback(retrieve_result)  # a caller that gave up must not leave it unread
             self._pending[correlation_id] = (api_key, version, fut)
         writer = self._writer
         timeout = (self.request_timeout_ms if timeout_ms is None else timeout_ms) / 1000
@@ -314,7 +308,21 @@ class BrokerConnection:
         self._shutdown(error or ConnectionFailedError(f"{self}: reader stopped"))
 
 
-def _decode_response_body(api_key: int, version: int, frame: bytes) -> Any:
+def negotiated_version(
+    api_versions: dict[int, tuple[int, int]], api_key: int, max_version: int | None = None
+) -> int:
+    """The highest version of `api_key` in both our range (optionally capped) and the broker's
+    advertised `api_versions`; IncompatibleBrokerError when the ranges do not meet."""
+    low, high = our_versions(api_key)
+    if max_version is not None:
+        high = min(high, max_version)
+    theirs = api_versions.get(api_key)
+    if theirs is None or max(low, theirs[0]) > min(high, theirs[1]):
+        raise IncompatibleBrokerError(api_key, theirs, (low, high))
+    return min(high, theirs[1])
+
+
+def decode_response_body(api_key: int, version: int, frame: bytes | memoryview) -> Any:
     """Decode a response frame's body. Bytes after the body are ignored, as Kafka's Java client
     and librdkafka do (librdkafka's mock, for one, ends Metadata responses with a spare byte)."""
     api = APIS.get(api_key)
@@ -325,7 +333,8 @@ def _decode_response_body(api_key: int, version: int, frame: bytes) -> Any:
     return body
 
 
-def _retrieve(fut: asyncio.Future[Any]) -> None:
+def retrieve_result(fut: asyncio.Future[Any]) -> None:
+    """A done callback: marks the future's exception retrieved (a caller may have given up)."""
     if not fut.cancelled():
         fut.exception()
 

@@ -38,10 +38,7 @@ def from_json(data: Mapping[str, Mapping[str, int]] | None) -> Offsets:
     if not data:
         return {}
     return {
-        (t, int(p)): int(o)
-        for t, parts in data.items()
-        if t != START_KEY
-        for p, o in parts.items()
+        (t, int(p)): int(o) for t, parts in data.items() if t != START_KEY for p, o in parts.items()
     }
 
 
