@@ -169,8 +169,10 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
         brokers.add_row(str(b["id"]), ", ".join(b["endpoints"]), b["rack"] or "", str(b["epoch"]))
     console.print(brokers)
     parts = Table(title="partitions")
-    for column in ("topic", "partition", "leader", "leader epoch", "replicas", "isr", "state"):
-        parts.add_column(column)
+    for column in ("topic", "partition", "leader", "leader epoch", "replicas", "isr"):
+        parts.add_column(column, overflow="fold")
+    # Never elided, on a narrow terminal or in a pipe (80 columns): it is what people look for.
+    parts.add_column("state", min_width=len("under-replicated"), no_wrap=True)
     for p in status["partitions"]:
         state = (
             "offline" if p["offline"] else ("under-replicated" if p["under_replicated"] else "ok")

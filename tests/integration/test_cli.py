@@ -8,6 +8,8 @@ import os
 import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 
 import pytest
 
@@ -43,6 +45,22 @@ def cluster_dir(tmp_path):
 
 def status(directory: str) -> dict:
     return json.loads(epochlog("status", "--json", "--dir", directory).stdout)
+
+
+def under_replicated(state: dict, topic: str) -> list[int]:
+    return [
+        p["partition"] for p in state["partitions"] if p["topic"] == topic and p["under_replicated"]
+    ]
+
+
+def wait_for_status(directory: str, ok: Callable[[dict], bool], what: str) -> dict:
+    deadline = time.monotonic() + 60
+    while True:
+        state = status(directory)
+        if ok(state):
+            return state
+        assert time.monotonic() < deadline, f"no {what} within 60 s: {state['partitions']}"
+        time.sleep(0.5)
 
 
 def test_a_local_cluster_from_the_command_line(cluster_dir) -> None:
@@ -107,10 +125,33 @@ def test_a_local_cluster_from_the_command_line(cluster_dir) -> None:
     ).stdout
     assert sorted(consumed.splitlines()) == sorted(line.replace(":", "\t") for line in lines)
 
+    epochlog(
+        "topics",
+        "create",
+        "--topic",
+        "replicated",
+        "--partitions",
+        "2",
+        "--replication-factor",
+        "3",
+        "--dir",
+        cluster_dir,
+    )
+    wait_for_status(cluster_dir, lambda s: not under_replicated(s, "replicated"), "a full ISR")
+
     epochlog("broker", "kill", "2", "--dir", cluster_dir)
     epochlog("broker", "start", "2", "--dir", cluster_dir)
+    wait_for_status(cluster_dir, lambda s: not under_replicated(s, "replicated"), "2 back in ISRs")
     epochlog("broker", "stop", "3", "--dir", cluster_dir)
+    # A controlled shutdown shrinks the broker out of every ISR: the status says so.
+    stopped = status(cluster_dir)
+    replicated = [p for p in stopped["partitions"] if p["topic"] == "replicated"]
+    assert [p["under_replicated"] for p in replicated] == [True, True]
+    assert all(3 not in p["isr"] and p["leader"] != 3 for p in replicated)
+    text = epochlog("status", "--dir", cluster_dir).stdout
+    assert text.count("under-replicated") == 2 and "broker epoch" in text
     epochlog("broker", "start", "3", "--dir", cluster_dir)
+    wait_for_status(cluster_dir, lambda s: not under_replicated(s, "replicated"), "3 back in ISRs")
     after = status(cluster_dir)
     epochs = {b["id"]: b["epoch"] for b in after["brokers"]}
     old = {b["id"]: b["epoch"] for b in before["brokers"]}
