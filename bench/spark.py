@@ -33,6 +33,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -173,47 +174,36 @@ def run(console: Console, cluster: LocalCluster, work: Path, args: argparse.Name
         totals["rows in batch 0"] = float(progress[0]["numInputRows"]) if progress else 0.0
         phases.setdefault(name, []).append(totals)
 
-    def stream_log() -> None:
+    def run_stream(name: str, source: Any) -> None:
+        """One AvailableNow query of `source` (a streaming DataFrame) into the noop sink, query
+        start included, its phases recorded under `name`."""
         started = time.perf_counter()
         query = (
+            source.writeStream.format("noop")
+            .option("checkpointLocation", str(work / f"ck-{time.monotonic_ns()}"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+        record_phases(name, query, started)
+
+    def stream_log() -> None:
+        source = (
             spark.readStream.format("epochlog")
             .option("bootstrap.servers", bootstrap)
             .option("subscribe", read_topic)
             .option("startingOffsets", "earliest")
             .load()
-            .writeStream.format("noop")
-            .option("checkpointLocation", str(work / f"ck-{time.monotonic_ns()}"))
-            .trigger(availableNow=True)
-            .start()
         )
-        query.awaitTermination()
-        record_phases("streaming read: epochlog (AvailableNow)", query, started)
+        run_stream("streaming read: epochlog (AvailableNow)", source)
 
     def stream_parquet() -> None:
-        started = time.perf_counter()
-        query = (
-            spark.readStream.schema(rows.schema)
-            .parquet(parquet_dir)
-            .writeStream.format("noop")
-            .option("checkpointLocation", str(work / f"ck-{time.monotonic_ns()}"))
-            .trigger(availableNow=True)
-            .start()
-        )
-        query.awaitTermination()
-        record_phases("streaming read: Parquet (AvailableNow)", query, started)
+        source = spark.readStream.schema(rows.schema).parquet(parquet_dir)
+        run_stream("streaming read: Parquet (AvailableNow)", source)
 
     def stream_one_row() -> None:
-        started = time.perf_counter()
-        query = (
-            spark.readStream.format("bench_one_row")
-            .load()
-            .writeStream.format("noop")
-            .option("checkpointLocation", str(work / f"ck-{time.monotonic_ns()}"))
-            .trigger(availableNow=True)
-            .start()
-        )
-        query.awaitTermination()
-        record_phases("streaming read: 1-row Python source (floor)", query, started)
+        source = spark.readStream.format("bench_one_row").load()
+        run_stream("streaming read: 1-row Python source (floor)", source)
 
     with console.status("filling the read topic and the Parquet files (warm-up) ..."):
         write_log(read_topic)
