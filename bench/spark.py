@@ -9,7 +9,18 @@ In one SparkSession (local[2]) and one run, against a local 1-broker cluster:
   (Spark's file source, AvailableNow, noop: the same query start); its ratio to the Parquet
   batch read is printed too;
 - for reference, the floor of any Python streaming source here: a source of one row, read the
-  same way (the source runner process Spark starts per query, its pyspark imports, planning).
+  same way (the source runner process Spark starts per query, its pyspark imports, planning);
+- steady-state streaming read: the rows/s of a streaming query's data micro-batches once it
+  runs, without the one-time query start. format("epochlog") with maxOffsetsPerTrigger
+  (--batch-rows, split over the partitions) next to Spark's file source over Parquet files of
+  equal size with maxFilesPerTrigger giving the same rows per batch, both AvailableNow -> noop.
+  From Spark's progress reports: the rows of the data batches after the first, over the wall
+  time from the start of the second batch to the end of the last (progress timestamp +
+  triggerExecution: everything Spark does for those batches, i.e. latestOffset, planning,
+  tasks, fetching and decoding, taking the Arrow data in, the sink, the offset and commit log
+  writes, and any gap between batches). The first data batch is left out: it pays the query's
+  one-time costs (initialOffset, the source's first clients). Spark's own processedRowsPerSecond
+  over the same batches (rows / triggerExecution) is printed next to it.
 Each case runs `--repeat` times after a warm-up (a write, a batch read and a streaming read of
 each of epochlog and Parquet, untimed: the first streaming query of a session pays the JVM's
 warm-up of the streaming path, which no timed round should carry); the table shows medians and
@@ -21,11 +32,15 @@ With --worker-python, Spark's Python workers run through `epochlog.spark.worker_
 pyspark.zip in every process Spark starts, such as the source runner of each streaming query).
 
     .venv/bin/python bench/spark.py [--rows 500000] [--repeat 3] [--worker-python]
+        [--batch-rows 100000] [--steady-only]
+
+--steady-only runs just the steady-state streaming cases (and their warm-up).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
 import statistics
 import sys
@@ -60,7 +75,22 @@ def main() -> int:
         action="store_true",
         help="PYSPARK_PYTHON=epochlog.spark.worker_python() (pyspark not compiled from its zip)",
     )
+    parser.add_argument(
+        "--batch-rows",
+        type=int,
+        default=100_000,
+        help="rows per micro-batch of the steady-state streaming cases (a divisor of --rows)",
+    )
+    parser.add_argument(
+        "--steady-only", action="store_true", help="only the steady-state streaming cases"
+    )
     args = parser.parse_args()
+    if args.batch_rows <= 0 or args.rows % args.batch_rows:
+        parser.error(f"--batch-rows {args.batch_rows} must divide --rows {args.rows}")
+    if args.batch_rows % args.partitions:
+        parser.error(f"--batch-rows must be a multiple of --partitions {args.partitions}")
+    if args.rows // args.batch_rows < 3:
+        parser.error("--rows must be at least 3 x --batch-rows (the first batch is left out)")
     console = Console()
     if args.worker_python:
         from epochlog.spark.worker_python import worker_python
@@ -133,6 +163,9 @@ def run(console: Console, cluster: LocalCluster, work: Path, args: argparse.Name
         "binary(concat(lpad(cast(id as string), 16, '0'), repeat('x', 84))) as value",
     )
     results: dict[str, list[float]] = {}
+    # steady-state case -> per round: (rows, wall seconds, Spark's triggerExecution seconds) of
+    # the data batches after the first
+    steady: dict[str, list[tuple[int, float, float]]] = {}
     phases: dict[str, list[dict[str, float]]] = {}  # streaming case -> per-round phase totals
     topics = iter(range(1_000_000))
 
@@ -143,7 +176,12 @@ def run(console: Console, cluster: LocalCluster, work: Path, args: argparse.Name
         return name
 
     read_topic = new_topic()
+    steady_topic = new_topic()
     parquet_dir = str(work / "parquet")
+    # Parquet files for the steady-state stream: each holds batch_rows / partitions rows, so
+    # maxFilesPerTrigger=partitions gives batches of batch_rows rows in `partitions` tasks.
+    file_rows = args.batch_rows // args.partitions
+    parquet_files_dir = str(work / "parquet-files")
 
     def write_log(topic: str) -> None:
         rows.write.format("epochlog").option("bootstrap.servers", bootstrap).option(
@@ -152,6 +190,23 @@ def run(console: Console, cluster: LocalCluster, work: Path, args: argparse.Name
 
     def write_parquet() -> None:
         rows.write.mode("overwrite").parquet(parquet_dir)
+
+    def write_parquet_files() -> None:
+        spark.range(0, n, 1, n // file_rows).selectExpr(
+            "binary(lpad(cast(id as string), 16, '0')) as key",
+            "binary(concat(lpad(cast(id as string), 16, '0'), repeat('x', 84))) as value",
+        ).write.mode("overwrite").parquet(parquet_files_dir)
+
+    def write_steady_topic() -> None:
+        """The same rows, n / partitions in each partition (row i in partition i % partitions),
+        so maxOffsetsPerTrigger splits every batch evenly (Kafka's split rounds down)."""
+        spark.range(0, n, 1, args.partitions).selectExpr(
+            "binary(lpad(cast(id as string), 16, '0')) as key",
+            "binary(concat(lpad(cast(id as string), 16, '0'), repeat('x', 84))) as value",
+            f"cast(id % {args.partitions} as int) as partition",
+        ).write.format("epochlog").option("bootstrap.servers", bootstrap).option(
+            "topic", steady_topic
+        ).mode("append").save()
 
     def read_log() -> None:
         spark.read.format("epochlog").option("bootstrap.servers", bootstrap).option(
@@ -174,9 +229,32 @@ def run(console: Console, cluster: LocalCluster, work: Path, args: argparse.Name
         totals["rows in batch 0"] = float(progress[0]["numInputRows"]) if progress else 0.0
         phases.setdefault(name, []).append(totals)
 
-    def run_stream(name: str, source: Any) -> None:
+    def record_steady(name: str, query: object) -> None:
+        """Rows and time of the data batches after the first (module docstring)."""
+        batches = [p for p in query.recentProgress if p["numInputRows"]]  # type: ignore[attr-defined]
+        if len(batches) != n // args.batch_rows:
+            raise RuntimeError(
+                f"{name}: {len(batches)} data batches "
+                f"({[p['numInputRows'] for p in batches]}), expected {n // args.batch_rows}"
+            )
+
+        def started_at(p: dict) -> float:
+            return datetime.datetime.fromisoformat(p["timestamp"]).timestamp()
+
+        later = batches[1:]
+        wall = (
+            started_at(later[-1])
+            + later[-1]["durationMs"]["triggerExecution"] / 1000
+            - started_at(later[0])
+        )
+        spark_s = sum(p["durationMs"]["triggerExecution"] for p in later) / 1000
+        rows_ = sum(p["numInputRows"] for p in later)
+        steady.setdefault(name, []).append((rows_, wall, spark_s))
+
+    def run_stream(name: str, source: Any, steady_state: bool = False) -> None:
         """One AvailableNow query of `source` (a streaming DataFrame) into the noop sink, query
-        start included, its phases recorded under `name`."""
+        start included, its phases recorded under `name` (and with `steady_state`, the rows and
+        time of its data batches after the first)."""
         started = time.perf_counter()
         query = (
             source.writeStream.format("noop")
@@ -186,6 +264,8 @@ def run(console: Console, cluster: LocalCluster, work: Path, args: argparse.Name
         )
         query.awaitTermination()
         record_phases(name, query, started)
+        if steady_state:
+            record_steady(name, query)
 
     def stream_log() -> None:
         source = (
@@ -205,14 +285,39 @@ def run(console: Console, cluster: LocalCluster, work: Path, args: argparse.Name
         source = spark.readStream.format("bench_one_row").load()
         run_stream("streaming read: 1-row Python source (floor)", source)
 
+    def steady_log() -> None:
+        source = (
+            spark.readStream.format("epochlog")
+            .option("bootstrap.servers", bootstrap)
+            .option("subscribe", steady_topic)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", str(args.batch_rows))
+            .load()
+        )
+        run_stream(STEADY_LOG, source, steady_state=True)
+
+    def steady_parquet() -> None:
+        source = (
+            spark.readStream.schema(rows.schema)
+            .option("maxFilesPerTrigger", str(args.partitions))
+            .parquet(parquet_files_dir)
+        )
+        run_stream(STEADY_PARQUET, source, steady_state=True)
+
     with console.status("filling the read topic and the Parquet files (warm-up) ..."):
         write_log(read_topic)
-        write_parquet()
-        read_log()
-        read_parquet()
-        stream_parquet()
-        stream_log()
+        write_parquet_files()
+        write_steady_topic()
+        if not args.steady_only:
+            write_parquet()
+            read_log()
+            read_parquet()
+            stream_parquet()
+            stream_log()
+        steady_parquet()
+        steady_log()
         phases.clear()  # the warm-up's phases are not part of the table
+        steady.clear()
     cases: list[tuple[str, Callable[[], None]]] = [
         ("write: Parquet", write_parquet),
         ("write: epochlog", lambda: write_log(new_topic())),
@@ -221,7 +326,11 @@ def run(console: Console, cluster: LocalCluster, work: Path, args: argparse.Name
         ("streaming read: Parquet (AvailableNow)", stream_parquet),
         ("streaming read: epochlog (AvailableNow)", stream_log),
         ("streaming read: 1-row Python source (floor)", stream_one_row),
+        (STEADY_PARQUET, steady_parquet),
+        (STEADY_LOG, steady_log),
     ]
+    if args.steady_only:
+        cases = cases[-2:]
     for round_ in range(args.repeat):
         for name, fn in cases:  # alternate the cases, so load changes hit them alike
             with console.status(f"round {round_ + 1}/{args.repeat}: {name} ..."):
@@ -229,39 +338,61 @@ def run(console: Console, cluster: LocalCluster, work: Path, args: argparse.Name
     spark.stop()
 
     def rate(name: str) -> float:
+        if name in steady:
+            return statistics.median(r / wall for r, wall, _ in steady[name])
         return n / statistics.median(results[name])
 
     anchors = {
         "write: epochlog": "write: Parquet",
         "batch read: epochlog": "batch read: Parquet",
         "streaming read: epochlog (AvailableNow)": "streaming read: Parquet (AvailableNow)",
+        STEADY_LOG: STEADY_PARQUET,
     }
     workers = "worker_python()" if args.worker_python else "plain PYSPARK_PYTHON"
     table = Table(
         title=f"Spark data source, {n:,} rows of 116 bytes, local[2], 1 broker, {workers}"
     )
+    n_batches = n // args.batch_rows
     table.add_column("case")
     table.add_column("rows/s (median)", justify="right")
     table.add_column("runs (s)", justify="right")
     table.add_column("vs Parquet", justify="right")
     for name, _ in cases:
         ratio = f"{rate(name) / rate(anchors[name]):.2f}x" if name in anchors else "anchor"
+        if name in steady:  # the wall time of the data batches after the first
+            runs = " ".join(f"{wall:.2f}" for _, wall, _ in steady[name])
+            table.add_row(name, f"{rate(name):,.0f}", runs, ratio)
+            continue
         runs = " ".join(f"{t:.2f}" for t in results[name])
         if "floor" in name:  # one row: its time, not a rate, is the point
             table.add_row(name, "-", runs, "(1 row)")
             continue
         table.add_row(name, f"{rate(name):,.0f}", runs, ratio)
     console.print(table)
+    if not args.steady_only:
+        console.print(
+            "end-to-end streaming reads (AvailableNow) are wall time including query start "
+            "(both pay it); the epochlog streaming read vs the Parquet batch read: "
+            f"{rate('streaming read: epochlog (AvailableNow)') / rate('batch read: Parquet'):.2f}x"
+        )
+        floor = statistics.median(results["streaming read: 1-row Python source (floor)"])
+        parquet_stream = statistics.median(results["streaming read: Parquet (AvailableNow)"])
+        console.print(
+            f"a 1-row Python streaming source takes {floor:.2f} s here: at best "
+            f"{parquet_stream / floor:.2f}x of the Parquet streaming read for any Python source"
+        )
+    processed = {
+        name: statistics.median(r / s for r, _, s in steady[name])
+        for name in (STEADY_LOG, STEADY_PARQUET)
+    }
     console.print(
-        "streaming reads include query start (both pay it); the epochlog streaming read vs the "
-        "Parquet batch read: "
-        f"{rate('streaming read: epochlog (AvailableNow)') / rate('batch read: Parquet'):.2f}x"
-    )
-    floor = statistics.median(results["streaming read: 1-row Python source (floor)"])
-    parquet_stream = statistics.median(results["streaming read: Parquet (AvailableNow)"])
-    console.print(
-        f"a 1-row Python streaming source takes {floor:.2f} s here: at best "
-        f"{parquet_stream / floor:.2f}x of the Parquet streaming read for any Python source"
+        f"steady state: {n_batches} micro-batches of {args.batch_rows:,} rows per query "
+        f"(maxOffsetsPerTrigger / maxFilesPerTrigger={args.partitions} of files of "
+        f"{file_rows:,} rows); rate = rows of batches 2..{n_batches} over the wall time from "
+        "the start of batch 2 to the end of the last, runs (s) = that wall time. Spark's "
+        "processedRowsPerSecond over the same batches: epochlog "
+        f"{processed[STEADY_LOG]:,.0f}, Parquet {processed[STEADY_PARQUET]:,.0f} rows/s = "
+        f"{processed[STEADY_LOG] / processed[STEADY_PARQUET]:.2f}x"
     )
     console.print("targets: read >= 0.5x Parquet, write >= 0.3x Parquet")
     keys = ["batches", "rows in batch 0", "outside batches", "triggerExecution"]
@@ -280,6 +411,10 @@ def run(console: Console, cluster: LocalCluster, work: Path, args: argparse.Name
     )
     console.print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
+
+
+STEADY_PARQUET = "steady streaming read: Parquet (maxFilesPerTrigger)"
+STEADY_LOG = "steady streaming read: epochlog (maxOffsetsPerTrigger)"
 
 
 if __name__ == "__main__":
