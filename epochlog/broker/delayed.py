@@ -78,6 +78,10 @@ class DelayedOperationPurgatory:
         waiting = {id(op) for ops in self._watchers.values() for op in ops.values()}
         return len(waiting)
 
+    def watching(self, key: Hashable) -> bool:
+        """Whether some operation waits on `key`."""
+        return key in self._watchers
+
     def try_complete_else_watch(self, op: DelayedOperation, keys: Iterable[Hashable]) -> bool:
         """Complete `op` now if it can; otherwise watch it under `keys` until it can or times
         out. True if it completed at once."""

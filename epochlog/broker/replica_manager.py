@@ -185,6 +185,8 @@ class ReplicaManager:
         the same read) instead of a round trip each."""
         if high_watermark_moved:
             self.produce_purgatory.check_and_complete(key)
+        if not self.fetch_purgatory.watching(key):
+            return  # no fetch is parked on it: nothing to wake, no callback to schedule
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # driven without a loop (unit tests): at once

@@ -494,3 +494,67 @@ def test_pipelined_requests_are_answered_in_order_including_an_unsupported_one(e
         client.send_bytes(b"".join(frames))
         seen = [int.from_bytes(client.read_frame()[:4], "big") for _ in frames]
     assert seen == list(range(1, 61))
+
+
+def produce_frame(correlation: int, records: bytes, acks: int, partition: int = 1) -> bytes:
+    P = m.ProduceRequest
+    body = P(
+        acks=acks,
+        timeout_ms=5000,
+        topic_data=[
+            P.TopicProduceData(
+                name=TOPIC,
+                partition_data=[P.PartitionProduceData(index=partition, records=records)],
+            )
+        ],
+    )
+    return encode_request(ApiKey.PRODUCE, 9, correlation, "p", body)
+
+
+@pytest.mark.parametrize("one_write", [True, False], ids=["one-write", "frame-by-frame"])
+def test_produces_mixed_with_other_requests_are_answered_and_appended_in_order(env, one_write):
+    # Produces are appended at once and answered without holding the connection (acks=0: no
+    # answer); other requests between them still get their answers in request order, and the
+    # records are appended in request order, whether the frames come in one read or one by one.
+    thread = env[0]
+    with RawClient("127.0.0.1", thread.port) as client:
+        start = list_offsets(client, 7, -1, partition=1).offset
+        frames, answered, produced = [], [], []
+        for correlation in range(1, 41):
+            kind = correlation % 4
+            if kind == 0:
+                frames.append(
+                    encode_request(ApiKey.METADATA, 12, correlation, "p", m.MetadataRequest())
+                )
+                answered.append(correlation)
+            else:
+                acks = (-1, 1, 0)[kind - 1]
+                frames.append(
+                    produce_frame(correlation, build_batch(1, tag=f"c{correlation}"), acks)
+                )
+                produced.append(correlation)
+                if acks:
+                    answered.append(correlation)
+        seen: dict[int, bytes] = {}
+        if one_write:
+            client.send_bytes(b"".join(frames))
+            for _ in answered:
+                frame = client.read_frame()
+                seen[int.from_bytes(frame[:4], "big")] = frame
+        else:
+            for frame in frames:
+                client.send_bytes(frame)
+                correlation = int.from_bytes(frame[8:12], "big")
+                if correlation in answered:
+                    reply = client.read_frame()
+                    seen[int.from_bytes(reply[:4], "big")] = reply
+        assert list(seen) == answered
+        # The acks=0 produces wrote too: the log holds every produce, in request order.
+        end = start + len(produced)
+        deadline = time.monotonic() + 5
+        while list_offsets(client, 7, -1, partition=1).offset < end:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        records = fetch(client, 12, [(1, start, -1)]).responses[0].partitions[0].records
+    keys = [r.key for b in decode_batches(bytes(records)) for r in b.records][: len(produced)]
+    assert keys == [f"c{c}0".encode() for c in produced]

@@ -286,10 +286,12 @@ def test_purgatory_completes_watched_operations_when_their_key_moves():
     flag = {"ready": False}
     op = Waiting(lambda: flag["ready"])
     assert not purgatory.try_complete_else_watch(op, ["a", "b"])
+    assert purgatory.watching("a") and purgatory.watching("b") and not purgatory.watching("c")
     assert purgatory.check_and_complete("a") == 0
     flag["ready"] = True
     assert purgatory.check_and_complete("b") == 1
     assert op.outcome == "done" and len(purgatory) == 0
+    assert not purgatory.watching("a") and not purgatory.watching("b")
     timers.fire_all()  # its timer was cancelled
     assert op.outcome == "done"
 
