@@ -10,6 +10,7 @@ that does not exist.
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -151,3 +152,32 @@ def test_fetcher_answers_out_of_range_and_missing_partitions_with_their_error(
     missing = fetcher.submit((topic, 7), 0).result(TIMEOUT_S)
     assert missing.error is not ErrorCode.NONE and missing.records is None
     assert [v for _, v in read_all(fetcher, (topic, 0))] == [b"one", b"two"]
+
+
+def test_fetcher_reconnects_after_the_broker_restarts(cluster: LocalCluster) -> None:
+    """Fetches use connections of their own (`raw_clients._FetchConnection`): one the broker
+    closed gives a retriable error, and a later fetch connects again and reads on. Last in
+    this module: it restarts the module's broker."""
+    topic = new_topic(cluster)
+    sender = BatchSender({"bootstrap.servers": cluster.bootstrap_servers})
+    try:
+        send_all(sender, (topic, 0), [build([b"a" * 100] * 50), build([b"b" * 100] * 50)])
+    finally:
+        sender.close()
+    f = RangeFetcher({"bootstrap.servers": cluster.bootstrap_servers, "retry.backoff.ms": "50"})
+    try:
+        assert len(read_all(f, (topic, 0))) == 100
+        broker_id = next(iter(cluster.brokers))
+        cluster.kill_broker(broker_id)
+        down = f.submit((topic, 0), 0).result(TIMEOUT_S)
+        assert down.error.retriable and down.records is None, down
+        cluster.start_broker(broker_id)
+        deadline = time.monotonic() + TIMEOUT_S
+        while (result := f.submit((topic, 0), 50).result(TIMEOUT_S)).error is not ErrorCode.NONE:
+            assert result.error.retriable, result
+            assert time.monotonic() < deadline, f"no fetch succeeded after the restart: {result}"
+            time.sleep(0.1)
+        values = [r.value for b in decode_batches(result.records or b"") for r in b.records]
+        assert values == [b"b" * 100] * 50
+    finally:
+        f.close()
