@@ -46,7 +46,6 @@ from epochlog.broker.follower_rules import (
     out_of_range_action,
     whole_batches_length,
 )
-from epochlog.broker.leader_connection import LeaderConnection
 from epochlog.broker.partition import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Partition
 from epochlog.broker.replica_manager import ReplicaManager, TopicPartition
 from epochlog.client.errors import (
@@ -54,6 +53,7 @@ from epochlog.client.errors import (
     IncompatibleBrokerError,
     RequestTimedOutError,
 )
+from epochlog.client.framed_connection import FramedConnection
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import ApiKey
 from epochlog.protocol.errors import CorruptRecordError, ErrorCode, InvalidRecordError
@@ -118,7 +118,7 @@ class ReplicaFetcher:
         self.fetches_sent = 0
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._connection: LeaderConnection | None = None
+        self._connection: FramedConnection | None = None
 
     def __repr__(self) -> str:
         return f"ReplicaFetcher({self.broker_id} <- {self.source_id})"
@@ -173,14 +173,14 @@ class ReplicaFetcher:
         if connection is not None:
             await connection.close()
 
-    async def _connected(self) -> LeaderConnection:
+    async def _connected(self) -> FramedConnection:
         if self._connection is not None and self._connection.connected:
             return self._connection
         await self._close()
         endpoint = self.resolve_endpoint(self.source_id)
         if endpoint is None:
             raise ConnectionFailedError(f"no endpoint known for broker {self.source_id}")
-        connection = LeaderConnection(
+        connection = FramedConnection(
             endpoint[0],
             endpoint[1],
             node_id=self.source_id,
@@ -237,14 +237,14 @@ class ReplicaFetcher:
     # ------------------------------------------------------------------------ fetch
 
     def _fetch_version(
-        self, connection: LeaderConnection, states: list[PartitionFetchState]
+        self, connection: FramedConnection, states: list[PartitionFetchState]
     ) -> int:
         version = connection.version_for(ApiKey.FETCH, self.max_fetch_version)
         if version >= 13 and any(self.rm.topic_id_for_name(s.topic) is None for s in states):
             version = 12  # a partition without a topic id is fetched by name (Kafka does too)
         return version
 
-    async def _fetch(self, connection: LeaderConnection, ready: list[PartitionFetchState]) -> None:
+    async def _fetch(self, connection: FramedConnection, ready: list[PartitionFetchState]) -> None:
         version = self._fetch_version(connection, ready)
         if version < 12:
             # No DivergingEpoch from this leader: check each log once by OffsetForLeaderEpoch.
@@ -418,7 +418,7 @@ class ReplicaFetcher:
 
     # ------------------------------------------------------------------- truncation
 
-    async def _truncate(self, connection: LeaderConnection) -> None:
+    async def _truncate(self, connection: FramedConnection) -> None:
         now = _now_ms()
         truncating = [
             s
@@ -446,7 +446,7 @@ class ReplicaFetcher:
             await self._offsets_for_leader_epoch(connection, with_epoch)
 
     async def _offsets_for_leader_epoch(
-        self, connection: LeaderConnection, states: list[PartitionFetchState]
+        self, connection: FramedConnection, states: list[PartitionFetchState]
     ) -> None:
         R = m.OffsetForLeaderEpochRequest
         topics: dict[str, Any] = {}
@@ -494,7 +494,7 @@ class ReplicaFetcher:
     # ------------------------------------------------------------------ out of range
 
     async def _on_out_of_range(
-        self, connection: LeaderConnection, state: PartitionFetchState
+        self, connection: FramedConnection, state: PartitionFetchState
     ) -> None:
         now = _now_ms()
         try:
@@ -533,7 +533,7 @@ class ReplicaFetcher:
         state.last_fetched_epoch = -1 if latest is None else latest
 
     async def _leader_offset(
-        self, connection: LeaderConnection, state: PartitionFetchState, timestamp: int
+        self, connection: FramedConnection, state: PartitionFetchState, timestamp: int
     ) -> int:
         R = m.ListOffsetsRequest
         request = R(

@@ -44,7 +44,6 @@ from collections import deque
 from collections.abc import Awaitable
 from typing import Any, cast
 
-from epochlog.broker.framing import FramePool, FrameReader, FrameSizeError
 from epochlog.broker.handlers import HANDLERS, BrokerServices, CloseConnection, ConnectionInfo
 from epochlog.broker.handlers.errors import error_response, nearest_version, unknown_api_response
 from epochlog.broker.handlers.produce import begin_produce
@@ -60,6 +59,7 @@ from epochlog.protocol.api import (
     unsupported_api_versions_response,
 )
 from epochlog.protocol.errors import DecodeError, ErrorCode, ProtocolError, UnsupportedVersionError
+from epochlog.protocol.framing import FramePool, FrameReader, FrameSizeError
 
 log = logging.getLogger(__name__)
 

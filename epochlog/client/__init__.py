@@ -5,7 +5,8 @@ An asyncio core (`AsyncProducer`, `AsyncConsumer`, `AsyncAdmin`) with blocking f
 configured like confluent-kafka, with a dict of Kafka's dotted config names (`config.SETTINGS`).
 The client depends only on `epochlog.protocol`.
 
-Layers, bottom up: `connection` (one broker connection: framing, pipelining, ApiVersions),
+Layers, bottom up: `connection` (one broker connection: framing, pipelining, ApiVersions;
+`framed_connection` is one for bulk readers, responses read into pooled frames),
 `connection_state` (sans-I/O reconnect backoff and node choice), `metadata` (sans-I/O cluster
 view), `network` (connections to all brokers, bootstrap, metadata refresh; `recovery` is where
 the rebootstrap decision plugs in), then `producer` (`partitioner`, `accumulator`,

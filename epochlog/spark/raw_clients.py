@@ -9,7 +9,7 @@ made the source and sink slow; these two move whole record batches and leave rec
 the raw records bytes, the error code and the offsets the broker reported. Connection errors and
 errors that mean the leader moved refresh metadata, and are returned as retriable, so the
 reader backs off and fetches again (it follows a leader kill). Fetches go over a connection of
-their own per leader, a `LeaderConnection` (the replica fetchers' connection: responses read by
+their own per leader, a `FramedConnection` (the replica fetchers' connection: responses read by
 a `BufferedProtocol` straight into their frame's memory, decoded as they complete), not over the
 `NetworkClient`'s stream-reader connections, which copied each fetched byte about three times and
 paused and resumed the socket every 128 KiB of a multi-MiB response (those were ~0.1 us of the
@@ -40,8 +40,6 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from epochlog.aio import wait_for
-from epochlog.broker.framing import FramePool, FrameReader
-from epochlog.broker.leader_connection import MAX_RESPONSE_BYTES, LeaderConnection
 from epochlog.client.config import Role, load_config
 from epochlog.client.errors import (
     ClientError,
@@ -51,12 +49,14 @@ from epochlog.client.errors import (
     MessageTooLargeError,
     NodeNotReadyError,
 )
+from epochlog.client.framed_connection import MAX_RESPONSE_BYTES, FramedConnection
 from epochlog.client.metadata import ZERO_UUID
 from epochlog.client.network import NetworkClient
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import ApiKey
 from epochlog.protocol.compression import Compression
 from epochlog.protocol.errors import ErrorCode
+from epochlog.protocol.framing import FramePool, FrameReader
 from epochlog.protocol.records import RecordBatchBuilder, decode_batch
 from epochlog.spark.arrow_records import EncodedBatch, stamp_batch
 
@@ -89,8 +89,8 @@ class _LoopThread:
 # ------------------------------------------------------------------------------ fetching
 
 
-class _FetchConnection(LeaderConnection):
-    """A `LeaderConnection` whose frame pool keeps two buffers of `response_bytes`: fetch
+class _FetchConnection(FramedConnection):
+    """A `FramedConnection` whose frame pool keeps two buffers of `response_bytes`: fetch
     responses reach max.partition.fetch.bytes (8 MiB by default here, past the pool's default
     4 MiB cap), and a fresh buffer per response costs page faults."""
 
@@ -132,8 +132,8 @@ class RangeFetcher:
         self.config = load_config(Role.CONSUMER, settings)
         self.read_committed = self.config["isolation.level"] == "read_committed"
         self.retry_backoff_s = self.config["retry.backoff.ms"] / 1000
-        self._fetch_conns: dict[int, LeaderConnection] = {}
-        self._connecting: dict[int, asyncio.Future[LeaderConnection]] = {}
+        self._fetch_conns: dict[int, FramedConnection] = {}
+        self._connecting: dict[int, asyncio.Future[FramedConnection]] = {}
         self._thread = _LoopThread("epochlog-spark-fetcher")
         try:
             self._net: NetworkClient = self._thread.run(self._make())
@@ -149,7 +149,7 @@ class RangeFetcher:
     def submit(self, tp: tuple[str, int], offset: int) -> concurrent.futures.Future[FetchResult]:
         return self._thread.submit(self._fetch(tp, offset))
 
-    async def _fetch_connection(self, node_id: int) -> LeaderConnection:
+    async def _fetch_connection(self, node_id: int) -> FramedConnection:
         """The fetch connection to `node_id`, connected (at most one attempt at a time)."""
         conn = self._fetch_conns.get(node_id)
         if conn is not None and conn.connected:

@@ -1,15 +1,15 @@
-"""A replica fetcher's connection to its leader: requests out, responses read straight into
-their frames' memory.
+"""A connection whose responses are read straight into their frames' memory, for bulk readers:
+a broker's replica fetcher following its leader, the Spark source's fetcher.
 
-Why not the client's `BrokerConnection`: its stream reader copies every response byte about
-three times on the way in (into the reader's buffer, out of it, then the codec's copy), and a
-follower of a busy leader receives everything produced to it. py-spy on a broker of an RF 3
-cluster taking 1 KiB records: the stream reader's `feed_data` and `readexactly` were 11% of the
-broker's CPU. Here the socket is read with a `BufferedProtocol` into a `FrameReader` (large
-frames land in pooled memory), each response is decoded as it completes (the codec's copy is
-the only one) and the frame's memory goes back to the pool.
+Why not `BrokerConnection`: its stream reader copies every response byte about three times on
+the way in (into the reader's buffer, out of it, then the codec's copy), and a follower of a
+busy leader receives everything produced to it. py-spy on a broker of an RF 3 cluster taking
+1 KiB records: the stream reader's `feed_data` and `readexactly` were 11% of the broker's CPU.
+Here the socket is read with a `BufferedProtocol` into a `FrameReader` (large frames land in
+pooled memory), each response is decoded as it completes (the codec's copy is the only one) and
+the frame's memory goes back to the pool.
 
-Same contract as `BrokerConnection` for what the fetcher uses (`connect`, `send`,
+Same contract as `BrokerConnection` for what those readers use (`connect`, `send`,
 `version_for`, `connected`, `close`): one socket, correlation ids, ApiVersions negotiated first
 (at our highest version; a broker answering UNSUPPORTED_VERSION is asked again at v0, which every
 broker serves), a request unanswered within its timeout closes the connection
@@ -28,7 +28,6 @@ import struct
 from typing import Any, cast
 
 from epochlog.aio import wait_for
-from epochlog.broker.framing import FramePool, FrameReader, FrameSizeError
 from epochlog.client.connection import (
     CLIENT_SOFTWARE_NAME,
     CLIENT_SOFTWARE_VERSION,
@@ -45,6 +44,7 @@ from epochlog.protocol import messages as m
 from epochlog.protocol.api import ApiKey, encode_request
 from epochlog.protocol.codec import Message
 from epochlog.protocol.errors import ErrorCode, ProtocolError
+from epochlog.protocol.framing import FramePool, FrameReader, FrameSizeError
 
 MAX_RESPONSE_BYTES = 100 * 1024 * 1024 + 1024
 _CORRELATION = struct.Struct(">i")
@@ -52,7 +52,7 @@ _ERROR_CODE = struct.Struct(">h")
 _RAW = -1  # a pending request whose caller decodes the frame itself (ApiVersions)
 
 
-class LeaderConnection(asyncio.BufferedProtocol):
+class FramedConnection(asyncio.BufferedProtocol):
     """A connection to the broker at `host:port`; see the module docstring."""
 
     def __init__(
@@ -79,7 +79,7 @@ class LeaderConnection(asyncio.BufferedProtocol):
         self._closed = False
 
     def __repr__(self) -> str:
-        return f"LeaderConnection(node {self.node_id} at {self.host}:{self.port})"
+        return f"FramedConnection(node {self.node_id} at {self.host}:{self.port})"
 
     @property
     def connected(self) -> bool:

@@ -1,4 +1,4 @@
-"""The replica fetcher's connection to its leader, against a small fake broker on loopback:
+"""`FramedConnection` (a replica fetcher's connection to its leader), against a small fake broker on
 ApiVersions negotiation (with the v0 fallback), responses large and small decoded whole and
 kept intact while the frame memory is reused, timeouts and a broker closing the connection."""
 
@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from epochlog.broker.leader_connection import LeaderConnection
 from epochlog.client.errors import ConnectionFailedError, RequestTimedOutError
+from epochlog.client.framed_connection import FramedConnection
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import (
     APIS,
@@ -109,8 +109,8 @@ async def leader():
     await fake.stop()
 
 
-async def connected(leader: FakeLeader, timeout_ms: int = 5000) -> LeaderConnection:
-    connection = LeaderConnection("127.0.0.1", leader.port, request_timeout_ms=timeout_ms)
+async def connected(leader: FakeLeader, timeout_ms: int = 5000) -> FramedConnection:
+    connection = FramedConnection("127.0.0.1", leader.port, request_timeout_ms=timeout_ms)
     await connection.connect()
     return connection
 
@@ -172,7 +172,7 @@ async def test_nobody_listening_is_a_connection_failure() -> None:
     leader = await FakeLeader().start()
     port = leader.port
     await leader.stop()
-    connection = LeaderConnection("127.0.0.1", port)
+    connection = FramedConnection("127.0.0.1", port)
     with pytest.raises(ConnectionFailedError, match="cannot connect"):
         await connection.connect()
     assert not connection.connected

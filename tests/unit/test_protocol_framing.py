@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from epochlog.broker.framing import POOL_GRANULE, FramePool, FrameReader, FrameSizeError
+from epochlog.protocol.framing import POOL_GRANULE, FramePool, FrameReader, FrameSizeError
 
 
 def framed(body: bytes) -> bytes:
