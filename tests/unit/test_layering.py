@@ -1,0 +1,63 @@
+"""The one-way dependencies DESIGN.md draws: protocol at the bottom, storage on it; the client
+on protocol alone; the Spark source and the proxy on the client. Read from the source's import
+statements, so a module that reaches across (the Spark source importing broker code, say) fails
+here rather than in review."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+import epochlog
+
+PACKAGE = Path(epochlog.__file__).parent
+
+# package -> the other epochlog packages and modules it may import
+ALLOWED: dict[str, set[str]] = {
+    "protocol": set(),
+    "storage": {"protocol"},
+    "client": {"protocol", "aio"},
+    "spark": {"client", "protocol", "aio"},
+    "proxy": {"client", "protocol", "aio"},
+}
+
+
+def imported_packages(package: str) -> dict[str, set[str]]:
+    """Each epochlog package `package`'s modules import, with the modules importing it."""
+    found: dict[str, set[str]] = {}
+    for path in sorted((PACKAGE / package).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                parts = name.split(".")
+                if parts[0] == "epochlog" and len(parts) > 1 and parts[1] != package:
+                    found.setdefault(parts[1], set()).add(str(path.relative_to(PACKAGE)))
+    return found
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_package_imports_only_what_the_design_allows(package: str) -> None:
+    imports = imported_packages(package)
+    forbidden = {
+        name: sorted(where) for name, where in imports.items() if name not in ALLOWED[package]
+    }
+    assert not forbidden, f"epochlog/{package} imports {forbidden}"
+
+
+def test_the_check_sees_a_forbidden_import(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = tmp_path / "client"
+    fake.mkdir()
+    (fake / "x.py").write_text(
+        "from epochlog.broker.server import KafkaServer\nimport epochlog.protocol\n"
+    )
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", tmp_path)
+    found = imported_packages("client")
+    assert found == {"broker": {"client/x.py"}, "protocol": {"client/x.py"}}
