@@ -410,6 +410,40 @@ def _walk(joined: bytes, pos: int, count: int) -> tuple[list[int], int]:
     return starts, pos
 
 
+_HEAD = 16  # bytes of each record read at once by `_record_heads`
+
+
+def _record_heads(
+    joined: bytes, starts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """(length, record_end, timestamp delta, offset delta, key length, where the key starts) of
+    each record, read from a copy of its first 16 bytes: one gather over the fetched bytes instead
+    of one per byte of each of those four varints (each gather over a multi-MiB fetch reads
+    memory outside the CPU's cache again); None when a record's fields up to its key do not
+    all lie in its first 16 bytes (read them from the records then)."""
+    n = len(starts)
+    heads = np.zeros(n * _HEAD + _PAD, np.uint8)  # padded: see _PAD
+    items = np.ndarray((len(joined) - _HEAD + 1,), f"V{_HEAD}", buffer=joined, strides=(1,))
+    heads[: n * _HEAD].view(f"V{_HEAD}")[:] = items[starts]
+    rows = np.arange(0, n * _HEAD, _HEAD, dtype=np.int64)
+    try:
+        length, size = _read_varints(heads, rows)
+        record_end = starts + size + length
+        at = rows + size + 1  # attributes: unused
+        ts_delta, size = _read_varints(heads, at)
+        at += size
+        offset_delta, size = _read_varints(heads, at)
+        at += size
+        key_len, size = _read_varints(heads, at)
+        at += size
+    except CorruptRecordError:  # a varint ran past its record's 16 bytes, into the next's
+        return None
+    at -= rows
+    if int(at.max(initial=0)) > _HEAD:
+        return None
+    return length, record_end, ts_delta, offset_delta, key_len, starts + at
+
+
 def _decode_records(
     joined: bytes,
     payloads: list[bytes | memoryview],
@@ -427,15 +461,19 @@ def _decode_records(
     base_offsets = np.repeat(np.array([b.base_offset for b in batches], np.int64), counts)
     base_ts = np.repeat(np.array([b.base_timestamp for b in batches], np.int64), counts)
     append_times = [b.log_append_time for b in batches]
-    length, size = _read_varints(buf, starts)
-    record_end = starts + size + length
-    pos = starts + size + 1  # attributes: unused
-    ts_delta, size = _read_varints(buf, pos)
-    pos += size
-    offset_delta, size = _read_varints(buf, pos)
-    pos += size
-    key_len, size = _read_varints(buf, pos)
-    pos += size
+    heads = _record_heads(joined, starts)
+    if heads is None:
+        length, size = _read_varints(buf, starts)
+        record_end = starts + size + length
+        pos = starts + size + 1  # attributes: unused
+        ts_delta, size = _read_varints(buf, pos)
+        pos += size
+        offset_delta, size = _read_varints(buf, pos)
+        pos += size
+        key_len, size = _read_varints(buf, pos)
+        pos += size
+    else:
+        length, record_end, ts_delta, offset_delta, key_len, pos = heads
     key_at = pos
     pos = pos + np.maximum(key_len, 0)
     value_len, size = _read_varints(buf, pos)

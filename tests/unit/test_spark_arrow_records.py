@@ -29,6 +29,7 @@ from epochlog.protocol.records import (
 )
 from epochlog.protocol.records import stamp_batch as stamp_offsets
 from epochlog.spark.arrow_records import (
+    _record_heads,
     decode_fetch,
     encode_records,
     murmur2_partitions,
@@ -193,6 +194,11 @@ def test_corrupt_batches_are_refused() -> None:
     bad[61] += 2  # length varint of the only record: 2 bytes more than its fields take
     struct.pack_into(">I", bad, CRC_OFFSET, batch_crc(bad, 0, len(bad)))
     with pytest.raises(CorruptRecordError):
+        decode_fetch(bytes(bad), 0)
+    bad += b"\x00"  # the batch holds the byte more the record claims (+2 zig-zagged is +1)
+    struct.pack_into(">i", bad, 8, len(bad) - 12)  # the batch length
+    struct.pack_into(">I", bad, CRC_OFFSET, batch_crc(bad, 0, len(bad)))
+    with pytest.raises(CorruptRecordError, match="declares"):
         decode_fetch(bytes(bad), 0)
 
 
@@ -379,3 +385,28 @@ def test_routing_keeps_headers_with_their_rows() -> None:
     assert values == [b"a", b"b", b"c"] and headers == [[("n", b"1")], [], []]
     plain = pa.RecordBatch.from_pydict({"value": ["a"], "headers": batch.column(1).slice(2)})
     assert list(routed(plain, topic="b").values())[0][2] is None  # no headers anywhere
+
+
+def test_fields_past_a_records_first_16_bytes_are_read_from_the_records(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each record's fields up to its key are read from a copy of its first 16 bytes
+    (`_record_heads`); records whose fields run past them (a 10-byte timestamp delta, a
+    9000-byte key) are read field by field from the records, with the same result."""
+    import epochlog.spark.arrow_records as codec
+
+    answers: list[bool] = []
+
+    def record_heads(joined: bytes, starts: np.ndarray) -> object:
+        heads = _record_heads(joined, starts)
+        answers.append(heads is not None)
+        return heads
+
+    monkeypatch.setattr(codec, "_record_heads", record_heads)
+    long_ones: list[Rec] = [(2**62, b"a", b"x", []), (-(2**62), b"k" * 9000, b"y" * 10, [])]
+    same_as_fetch_decoder(build(0, long_ones), 0)
+    assert answers == [False]
+    same_as_fetch_decoder(
+        build(0, [(1_700_000_000_000 + i, b"key", b"v", []) for i in range(3)]), 0
+    )
+    assert answers == [False, True]
