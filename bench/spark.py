@@ -20,7 +20,11 @@ In one SparkSession (local[2]) and one run, against a local 1-broker cluster:
   tasks, fetching and decoding, taking the Arrow data in, the sink, the offset and commit log
   writes, and any gap between batches). The first data batch is left out: it pays the query's
   one-time costs (initialOffset, the source's first clients). Spark's own processedRowsPerSecond
-  over the same batches (rows / triggerExecution) is printed next to it.
+  over the same batches (rows / triggerExecution) is printed next to it. The ratio depends on
+  the rows per batch: Spark's per-batch work (offset and commit logs, planning, task launch)
+  costs both sources about the same, the rows cost a Python source more (each row crosses from
+  a Python worker to the JVM as Arrow and is turned into a Spark row there), so larger batches
+  give a lower ratio (try --rows 1000000 --batch-rows 250000).
 Each case runs `--repeat` times after a warm-up (a write, a batch read and a streaming read of
 each of epochlog and Parquet, untimed: the first streaming query of a session pays the JVM's
 warm-up of the streaming path, which no timed round should carry); the table shows medians and
