@@ -427,21 +427,29 @@ def _record_heads(
     heads[: n * _HEAD].view(f"V{_HEAD}")[:] = items[starts]
     rows = np.arange(0, n * _HEAD, _HEAD, dtype=np.int64)
     try:
-        length, size = _read_varints(heads, rows)
-        record_end = starts + size + length
-        at = rows + size + 1  # attributes: unused
-        ts_delta, size = _read_varints(heads, at)
-        at += size
-        offset_delta, size = _read_varints(heads, at)
-        at += size
-        key_len, size = _read_varints(heads, at)
-        at += size
+        length, length_size, ts_delta, offset_delta, key_len, key_at = _record_fields(heads, rows)
     except CorruptRecordError:  # a varint ran past its record's 16 bytes, into the next's
         return None
-    at -= rows
-    if int(at.max(initial=0)) > _HEAD:
+    if int(key_at.max(initial=0)) > _HEAD:
         return None
-    return length, record_end, ts_delta, offset_delta, key_len, starts + at
+    return length, starts + length_size + length, ts_delta, offset_delta, key_len, starts + key_at
+
+
+def _record_fields(
+    data: np.ndarray, at: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(length, the length's size, timestamp delta, offset delta, key length, where the key
+    starts) of the records starting at `at` in `data`; sizes and the key's start counted from
+    `at`."""
+    length, length_size = _read_varints(data, at)
+    pos = at + length_size + 1  # attributes: unused
+    ts_delta, size = _read_varints(data, pos)
+    pos += size
+    offset_delta, size = _read_varints(data, pos)
+    pos += size
+    key_len, size = _read_varints(data, pos)
+    pos += size
+    return length, length_size, ts_delta, offset_delta, key_len, pos - at
 
 
 def _decode_records(
@@ -463,15 +471,9 @@ def _decode_records(
     append_times = [b.log_append_time for b in batches]
     heads = _record_heads(joined, starts)
     if heads is None:
-        length, size = _read_varints(buf, starts)
-        record_end = starts + size + length
-        pos = starts + size + 1  # attributes: unused
-        ts_delta, size = _read_varints(buf, pos)
-        pos += size
-        offset_delta, size = _read_varints(buf, pos)
-        pos += size
-        key_len, size = _read_varints(buf, pos)
-        pos += size
+        length, length_size, ts_delta, offset_delta, key_len, key_at = _record_fields(buf, starts)
+        record_end = starts + length_size + length
+        pos = starts + key_at
     else:
         length, record_end, ts_delta, offset_delta, key_len, pos = heads
     key_at = pos
