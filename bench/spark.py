@@ -162,10 +162,12 @@ def run(console: Console, cluster: LocalCluster, work: Path, args: argparse.Name
         spark.dataSource.register(one_row_source())
     bootstrap = cluster.bootstrap_servers
     n = args.rows
-    rows = spark.range(0, n, 1, args.partitions).selectExpr(
+    # 16-byte key, 100-byte value: the same rows in every case
+    key_value = (
         "binary(lpad(cast(id as string), 16, '0')) as key",
         "binary(concat(lpad(cast(id as string), 16, '0'), repeat('x', 84))) as value",
     )
+    rows = spark.range(0, n, 1, args.partitions).selectExpr(*key_value)
     results: dict[str, list[float]] = {}
     # steady-state case -> per round: (rows, wall seconds, Spark's triggerExecution seconds) of
     # the data batches after the first
@@ -196,17 +198,15 @@ def run(console: Console, cluster: LocalCluster, work: Path, args: argparse.Name
         rows.write.mode("overwrite").parquet(parquet_dir)
 
     def write_parquet_files() -> None:
-        spark.range(0, n, 1, n // file_rows).selectExpr(
-            "binary(lpad(cast(id as string), 16, '0')) as key",
-            "binary(concat(lpad(cast(id as string), 16, '0'), repeat('x', 84))) as value",
-        ).write.mode("overwrite").parquet(parquet_files_dir)
+        spark.range(0, n, 1, n // file_rows).selectExpr(*key_value).write.mode("overwrite").parquet(
+            parquet_files_dir
+        )
 
     def write_steady_topic() -> None:
         """The same rows, n / partitions in each partition (row i in partition i % partitions),
         so maxOffsetsPerTrigger splits every batch evenly (Kafka's split rounds down)."""
         spark.range(0, n, 1, args.partitions).selectExpr(
-            "binary(lpad(cast(id as string), 16, '0')) as key",
-            "binary(concat(lpad(cast(id as string), 16, '0'), repeat('x', 84))) as value",
+            *key_value,
             f"cast(id % {args.partitions} as int) as partition",
         ).write.format("epochlog").option("bootstrap.servers", bootstrap).option(
             "topic", steady_topic
