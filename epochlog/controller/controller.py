@@ -159,8 +159,11 @@ class Controller(ControllerRequests):
         async def stop_taking_events() -> None:
             self._active = False
 
-        with contextlib.suppress(TimeoutError, ControllerMovedError):
-            await wait_for(self._enqueue_and_wait(stop_taking_events), timeout_s)
+        if self._task is not None and not self._task.done():
+            # Only a running event loop can finish an event; one that never started (a start
+            # that failed loading from ZooKeeper) would have the caller wait out the timeout.
+            with contextlib.suppress(TimeoutError, ControllerMovedError):
+                await wait_for(self._enqueue_and_wait(stop_taking_events), timeout_s)
         await self.stop()
 
     def _enqueue(self, event: Event) -> None:

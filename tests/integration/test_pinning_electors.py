@@ -432,3 +432,30 @@ async def test_random_pins_unpins_crashes_and_restarts_keep_one_controller(elect
 @pytest.mark.parametrize("seed", range(5))
 async def test_random_long(electors, seed: int) -> None:
     await run_random(electors, seed=1000 + seed, steps=300)
+
+
+async def test_a_controller_whose_start_failed_resigns_without_waiting_out_the_drain(
+    electors, monkeypatch
+) -> None:
+    # A controller start that fails loading from ZooKeeper (ConnectionLoss under load) leaves no
+    # event loop running; resigning must not wait for an event nobody will run. With that wait
+    # (the drain timeout, made 60 s here) the next election came only after it.
+    from kazoo.exceptions import ConnectionLoss
+
+    from epochlog.controller import elector as elector_module
+    from epochlog.controller.controller import Controller
+
+    monkeypatch.setattr(elector_module, "RESIGN_DRAIN_TIMEOUT_S", 60.0)
+    real_load = Controller._load
+    failures = []
+
+    async def load_failing_once(self: Controller) -> None:
+        if not failures:
+            failures.append(self.broker_id)
+            raise ConnectionLoss()
+        await real_load(self)
+
+    monkeypatch.setattr(Controller, "_load", load_failing_once)
+    await electors.start(1)
+    assert await electors.settled(10) == 1
+    assert failures == [1]
