@@ -92,9 +92,9 @@ def build_batch(n: int, ts: int = 1_700_000_000_000, pid=-1, seq=-1, tag="r") ->
     return b.build()
 
 
-def produce(client, records, partition=0, acks=-1, version=9, topic=TOPIC, timeout_ms=5000):
+def produce_body(records, partition=0, acks=-1, topic=TOPIC, timeout_ms=5000):
     P = m.ProduceRequest
-    body = P(
+    return P(
         acks=acks,
         timeout_ms=timeout_ms,
         topic_data=[
@@ -104,6 +104,10 @@ def produce(client, records, partition=0, acks=-1, version=9, topic=TOPIC, timeo
             )
         ],
     )
+
+
+def produce(client, records, partition=0, acks=-1, version=9, topic=TOPIC, timeout_ms=5000):
+    body = produce_body(records, partition, acks, topic, timeout_ms)
     return client.request(ApiKey.PRODUCE, version, body).responses[0].partition_responses[0]
 
 
@@ -497,17 +501,7 @@ def test_pipelined_requests_are_answered_in_order_including_an_unsupported_one(e
 
 
 def produce_frame(correlation: int, records: bytes, acks: int, partition: int = 1) -> bytes:
-    P = m.ProduceRequest
-    body = P(
-        acks=acks,
-        timeout_ms=5000,
-        topic_data=[
-            P.TopicProduceData(
-                name=TOPIC,
-                partition_data=[P.PartitionProduceData(index=partition, records=records)],
-            )
-        ],
-    )
+    body = produce_body(records, partition, acks)
     return encode_request(ApiKey.PRODUCE, 9, correlation, "p", body)
 
 
