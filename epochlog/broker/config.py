@@ -136,6 +136,9 @@ ACCEPTED_WITHOUT_EFFECT = frozenset(
 TEST_SWITCHES: dict[str, Definition] = {
     "epochlog.test.kip380.enabled": Definition("bool", True, "broker epoch fencing"),
     "epochlog.test.kip903.enabled": Definition("bool", True, "fetch epochs for ISR expansion"),
+    "epochlog.test.failover.isr.epochs.enabled": Definition(
+        "bool", True, "a new controller removes ISR members that re-registered since (KIP-380)"
+    ),
     "epochlog.test.hw.checkpoint.guard.enabled": Definition(
         "bool", True, "no HW checkpoint before the first LeaderAndIsr (KAFKA-7235)"
     ),

@@ -40,6 +40,10 @@ class LeaderIsr:
     isr: tuple[int, ...]
     controller_epoch: int
     partition_epoch: int = 0  # znode version; -1 before the znode exists
+    # (broker, broker epoch) of the ISR members when the state was last written: a member whose
+    # registration is newer has bounced since, whichever controller saw it (see
+    # decisions.bounced_isr_members). Empty for a state written without them.
+    isr_epochs: tuple[tuple[int, int], ...] = ()
 
     def with_leader(self, leader: int, isr: Iterable[int], controller_epoch: int) -> LeaderIsr:
         """A new leadership: every change of leader or ISR by the controller bumps the epoch."""
@@ -78,6 +82,18 @@ class ControllerContext:
 
     def eligible_brokers(self) -> set[int]:
         return {b for b in self.live_brokers if b not in self.shutting_down}
+
+    def with_isr_epochs(self, state: LeaderIsr) -> LeaderIsr:
+        """The state as it is written: each ISR member with the epoch it is known under now (a
+        member that is not live keeps the epoch recorded before, so its return is a bounce)."""
+        recorded = dict(state.isr_epochs)
+        epochs = []
+        for broker in state.isr:
+            live = self.live_brokers.get(broker)
+            epoch = live.epoch if live is not None else recorded.get(broker)
+            if epoch is not None:
+                epochs.append((broker, epoch))
+        return replace(state, isr_epochs=tuple(sorted(epochs)))
 
     # -- topics and partitions
 

@@ -35,6 +35,7 @@ from epochlog.controller.channel import ControllerChannel
 from epochlog.controller.context import BrokerInfo, ControllerContext, LeaderIsr, TopicPartition
 from epochlog.controller.decisions import (
     Plan,
+    bounced_isr_members,
     imbalanced_partitions,
     on_broker_failure,
     on_broker_startup,
@@ -116,6 +117,7 @@ class Controller(ControllerRequests):
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._active = True
+        await self.faults.before_event("CONTROLLER_LOAD")  # tests: a registration lands first
         await self._load()
         self._task = loop.create_task(self._run(), name=f"controller {self.broker_id}")
         await self._enqueue_and_wait(self._failover)
@@ -249,7 +251,12 @@ class Controller(ControllerRequests):
     @staticmethod
     def _leader_isr(state: PartitionState, version: int) -> LeaderIsr:
         return LeaderIsr(
-            state.leader, state.leader_epoch, tuple(state.isr), state.controller_epoch, version
+            state.leader,
+            state.leader_epoch,
+            tuple(state.isr),
+            state.controller_epoch,
+            version,
+            state.isr_broker_epochs,
         )
 
     def _unclean(self, topic: str) -> bool:
@@ -273,6 +280,9 @@ class Controller(ControllerRequests):
 
     async def _write(self, plan: Plan) -> set[TopicPartition]:
         """Write the plan's states (fenced) and commit them; returns the partitions refused."""
+        # Every state is written with its ISR members' broker epochs, for the next controller.
+        plan.creates = {tp: self.ctx.with_isr_epochs(s) for tp, s in plan.creates.items()}
+        plan.updates = {tp: self.ctx.with_isr_epochs(s) for tp, s in plan.updates.items()}
 
         def write() -> tuple[dict[TopicPartition, int], dict[TopicPartition, Exception]]:
             versions: dict[TopicPartition, int] = {}
@@ -310,7 +320,17 @@ class Controller(ControllerRequests):
 
     async def _failover(self) -> None:
         started = time.monotonic()
-        plan = on_controller_failover(self.ctx, self._unclean)
+        bounced = {}
+        if self.config.enabled("epochlog.test.failover.isr.epochs.enabled"):
+            bounced = bounced_isr_members(self.ctx)
+        if bounced:
+            log.info(
+                "failover: %d partitions have ISR members registered again since their state "
+                "was written (brokers %s); they leave those ISRs",
+                len(bounced),
+                sorted(set().union(*bounced.values())),
+            )
+        plan = on_controller_failover(self.ctx, self._unclean, bounced)
         planned = time.monotonic()
         await self._execute(plan)
         log.info(
@@ -467,4 +487,5 @@ def _zk_state(state: LeaderIsr) -> PartitionState:
         leader_epoch=state.leader_epoch,
         isr=tuple(state.isr),
         controller_epoch=state.controller_epoch,
+        isr_broker_epochs=state.isr_epochs,
     )

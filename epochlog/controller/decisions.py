@@ -12,7 +12,7 @@ ReplicaStateMachine), with KIP-380's bounce handling done by the caller as failu
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from epochlog.controller.context import (
@@ -91,16 +91,64 @@ def on_broker_startup(
     return plan
 
 
-def on_controller_failover(ctx: ControllerContext, unclean: UncleanPolicy = never_unclean) -> Plan:
+def on_controller_failover(
+    ctx: ControllerContext,
+    unclean: UncleanPolicy = never_unclean,
+    bounced: Mapping[TopicPartition, Collection[int]] | None = None,
+) -> Plan:
     """A new controller has loaded the context from ZooKeeper: it tells every live broker the
-    full metadata and every live replica its partition's state, then elects what is offline."""
+    full metadata and every live replica its partition's state, then elects what is offline.
+
+    First it handles the bounces no controller saw: ISR members registered again since their
+    partition's state was written (`bounced`, from `bounced_isr_members`; None computes it). A
+    bounced broker may have lost part of its log in recovery, so it leaves the ISR and, if it
+    led, another ISR member leads at a new leader epoch, as the broker-change handler does for
+    a bounce it sees. Without this the new controller would keep it leader at the same epoch
+    and the followers would truncate to its shorter log (the test-only switch passes {}).
+    """
     plan = Plan()
+    if bounced is None:
+        bounced = bounced_isr_members(ctx)
+    _remove_bounced_isr_members(ctx, plan, unclean, bounced)
     plan.batch.add_update_metadata(ctx.live_brokers, ctx.all_partitions())
     for tp in ctx.all_partitions():
         if tp in ctx.states and tp[0] not in ctx.topics_being_deleted:
             plan.batch.add_leader_and_isr(_live_replicas(ctx, tp), tp)
     _elect_offline(ctx, plan, unclean)
     return plan
+
+
+def bounced_isr_members(ctx: ControllerContext) -> dict[TopicPartition, set[int]]:
+    """Per partition, the live ISR members whose broker epoch is newer than the one recorded
+    with the partition's state: they registered again after it was written."""
+    bounced: dict[TopicPartition, set[int]] = {}
+    for tp, state in ctx.states.items():
+        if tp[0] in ctx.topics_being_deleted:
+            continue
+        for broker, recorded in state.isr_epochs:
+            live = ctx.live_brokers.get(broker)
+            if live is not None and live.epoch > recorded and broker in state.isr:
+                bounced.setdefault(tp, set()).add(broker)
+    return bounced
+
+
+def _remove_bounced_isr_members(
+    ctx: ControllerContext,
+    plan: Plan,
+    unclean: UncleanPolicy,
+    bounced: Mapping[TopicPartition, Collection[int]],
+) -> None:
+    eligible = ctx.eligible_brokers()
+    for tp, brokers in sorted(bounced.items()):
+        state = ctx.states[tp]
+        isr = isr_without(state.isr, brokers)  # the last member stays: it holds the data
+        leader = state.leader
+        if leader in brokers or leader == NO_LEADER:
+            # The first live member of what is left leads; the bounced broker only if it was
+            # the last member, and then at a new leader epoch.
+            election = offline_leader(ctx.replicas(tp), isr, eligible, unclean(tp[0]))
+            leader, isr = election if election is not None else (NO_LEADER, isr)
+        plan.updates[tp] = state.with_leader(leader, isr, ctx.epoch)
 
 
 def _elect_offline(ctx: ControllerContext, plan: Plan, unclean: UncleanPolicy) -> None:

@@ -11,7 +11,8 @@ The file holds a list of rules; the first that matches a request applies:
     {"api": "ALTER_PARTITION", "source": 1, "destination": null, "action": "hold"}
 
 - `api`: an `ApiKey` name, or `"event": NAME` for one of the controller's own events
-  (`BROKER_CHANGE`), which `before_event` delays or holds as if the controller were busy;
+  (`BROKER_CHANGE`; `CONTROLLER_LOAD`, a new controller's first read of ZooKeeper), which
+  `before_event` delays or holds as if the controller were busy;
 - `source` / `destination`: broker ids (null matches any);
 - `action`: `delay` (sleep `seconds`), `drop` (never send; the sender sees a lost request),
   or `hold` (wait until the rule is gone from the file, then send);

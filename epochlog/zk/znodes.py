@@ -482,6 +482,10 @@ class PartitionState:
     isr: tuple[int, ...]
     controller_epoch: int
     leader_recovery_state: int = LEADER_RECOVERY_RECOVERED
+    # epochlog's addition: (broker id, broker epoch) of each ISR member when the state was
+    # written, so that any later controller can tell a member that registered again since
+    # (a bounce) from one that did not. Kafka's tools ignore the extra field.
+    isr_broker_epochs: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -502,6 +506,8 @@ def encode_partition_state(state: PartitionState) -> bytes:
     }
     if state.leader_recovery_state != LEADER_RECOVERY_RECOVERED:  # Kafka writes it only then
         obj["leader_recovery_state"] = state.leader_recovery_state
+    if state.isr_broker_epochs:
+        obj["isr_broker_epochs"] = {str(b): e for b, e in state.isr_broker_epochs}
     return _dump(obj)
 
 
@@ -517,7 +523,22 @@ def decode_partition_state(data: bytes | None, path: str) -> PartitionState:
             "leader_recovery_state",
             path,
         ),
+        isr_broker_epochs=_broker_epoch_map(obj.get("isr_broker_epochs", {}), path),
     )
+
+
+def _broker_epoch_map(value: Any, path: str) -> tuple[tuple[int, int], ...]:
+    if not isinstance(value, dict):
+        raise ZNodeDecodeError(path, f"'isr_broker_epochs' must be an object, got {value!r}")
+    epochs: list[tuple[int, int]] = []
+    for key, epoch in value.items():
+        try:
+            broker = int(key)
+        except ValueError:
+            what = f"'isr_broker_epochs' key {key!r} is not a broker id"
+            raise ZNodeDecodeError(path, what) from None
+        epochs.append((broker, _as_int(epoch, f"'isr_broker_epochs'[{key}]", path)))
+    return tuple(sorted(epochs))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -16,10 +16,12 @@ from epochlog.controller.context import (
     LeaderIsr,
 )
 from epochlog.controller.decisions import (
+    bounced_isr_members,
     imbalanced_partitions,
     on_broker_failure,
     on_broker_startup,
     on_controlled_shutdown,
+    on_controller_failover,
     on_new_partitions,
     on_preferred_election,
     on_topic_deletion,
@@ -247,3 +249,66 @@ def test_imbalance_moves_partitions_only_past_the_threshold() -> None:
     assert imbalanced_partitions(ctx, threshold_percent=10) == [("t", 0)]
     ctx.shutting_down.add(1)  # a preferred leader that cannot lead is left alone
     assert imbalanced_partitions(ctx, threshold_percent=10) == []
+
+
+# -- KIP-380 across a controller failover: bounces no controller saw
+
+
+def written_state(ctx: ControllerContext, tp, leader: int, isr: tuple[int, ...]) -> None:
+    """A state as the previous controller wrote it: ISR members with their epochs then."""
+    ctx.states[tp] = ctx.with_isr_epochs(LeaderIsr(leader, 0, isr, ctx.epoch, 3))
+
+
+def test_states_are_written_with_the_isr_members_epochs_and_a_dead_member_keeps_its_own():
+    ctx = with_topic(context())
+    state = ctx.with_isr_epochs(LeaderIsr(1, 0, (1, 2), 5, 0))
+    assert state.isr_epochs == ((1, 101), (2, 102))
+    ctx.live_brokers.pop(2)
+    assert ctx.with_isr_epochs(state).isr_epochs == ((1, 101), (2, 102))
+
+
+def test_a_new_controller_moves_leadership_off_a_leader_that_registered_again():
+    ctx = with_topic(context(), assignment={0: (1, 2, 3)})
+    written_state(ctx, ("t", 0), 1, (1, 2, 3))
+    ctx.live_brokers[1] = broker(1, 900)  # it restarted before any controller looked
+    assert bounced_isr_members(ctx) == {("t", 0): {1}}
+    plan = on_controller_failover(ctx)
+    new = plan.updates[("t", 0)]
+    assert (new.leader, new.isr, new.leader_epoch) == (2, (2, 3), 1)
+    commit(ctx, plan)
+    requests = requests_by_broker(ctx, plan)
+    assert ApiKey.LEADER_AND_ISR in requests[1]  # it learns it follows, at the new epoch
+
+
+def test_a_bounced_follower_leaves_the_isr_and_the_leader_keeps_leading_at_a_new_epoch():
+    ctx = with_topic(context(), assignment={0: (1, 2, 3)})
+    written_state(ctx, ("t", 0), 1, (1, 2, 3))
+    ctx.live_brokers[3] = broker(3, 900)
+    new = on_controller_failover(ctx).updates[("t", 0)]
+    assert (new.leader, new.isr, new.leader_epoch) == (1, (1, 2), 1)
+
+
+def test_a_bounced_last_isr_member_leads_again_only_at_a_new_leader_epoch():
+    ctx = with_topic(context(), assignment={0: (1, 2, 3)})
+    written_state(ctx, ("t", 0), 1, (1,))
+    ctx.live_brokers[1] = broker(1, 900)
+    new = on_controller_failover(ctx).updates[("t", 0)]
+    assert (new.leader, new.isr, new.leader_epoch) == (1, (1,), 1)
+
+
+def test_no_bounce_no_change_and_states_without_epochs_are_left_alone():
+    ctx = with_topic(context(), assignment={0: (1, 2, 3), 1: (2, 3, 1)})
+    written_state(ctx, ("t", 0), 1, (1, 2, 3))  # epochs recorded, nobody bounced
+    ctx.states[("t", 1)] = LeaderIsr(2, 0, (2, 3, 1), ctx.epoch, 3)  # written by Kafka's tools
+    ctx.live_brokers[2] = broker(2, 900)
+    assert bounced_isr_members(ctx) == {("t", 0): {2}}
+    plan = on_controller_failover(ctx)
+    assert set(plan.updates) == {("t", 0)}
+
+
+def test_without_the_check_a_new_controller_keeps_a_bounced_leader_at_the_same_epoch():
+    ctx = with_topic(context(), assignment={0: (1, 2, 3)})
+    written_state(ctx, ("t", 0), 1, (1, 2, 3))
+    ctx.live_brokers[1] = broker(1, 900)
+    plan = on_controller_failover(ctx, bounced={})
+    assert plan.updates == {}  # the damage: leader 1 stays at leader epoch 0

@@ -238,6 +238,16 @@ def test_partition_state_json():
     )
 
 
+def test_partition_state_records_the_isr_members_broker_epochs():
+    state = PartitionState(1, 4, (1, 2), 7, isr_broker_epochs=((1, 4294967312), (2, 40)))
+    data = znodes.encode_partition_state(state)
+    assert _json(data)["isr_broker_epochs"] == {"1": 4294967312, "2": 40}
+    assert znodes.decode_partition_state(data, "/p") == state
+    # A state Kafka (or an older epochlog) wrote has none: nothing is known about bounces.
+    kafka = b'{"controller_epoch":7,"leader":1,"version":1,"leader_epoch":4,"isr":[1,2]}'
+    assert znodes.decode_partition_state(kafka, "/p").isr_broker_epochs == ()
+
+
 @given(
     leader=st.integers(-1, 2**31 - 1),
     leader_epoch=st.integers(0, 2**31 - 1),
@@ -255,6 +265,15 @@ def test_partition_state_round_trip(leader, leader_epoch, isr, controller_epoch)
         (b'{"leader":1,"leader_epoch":0,"controller_epoch":1}', "missing field 'isr'"),
         (b'{"leader":true,"leader_epoch":0,"isr":[],"controller_epoch":1}', "integer"),
         (b'{"leader":1,"leader_epoch":0,"isr":1,"controller_epoch":1}', "list of integers"),
+        (
+            b'{"leader":1,"leader_epoch":0,"isr":[1],"controller_epoch":1,'
+            b'"isr_broker_epochs":{"x":1}}',
+            "'isr_broker_epochs' key 'x' is not a broker id",
+        ),
+        (
+            b'{"leader":1,"leader_epoch":0,"isr":[1],"controller_epoch":1,"isr_broker_epochs":[1]}',
+            "'isr_broker_epochs' must be an object",
+        ),
     ],
 )
 def test_malformed_partition_state(data, reason):
