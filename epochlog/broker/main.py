@@ -142,6 +142,7 @@ class BrokerProcess:
             epoch_holder=epoch_holder,
         )
         broker.services.controller_pins = ZkControllerPins(zk)  # KIP-39: any broker pins
+        elector.on_controller_change = broker.metadata_cache.learn_controller
         broker.replica_manager.topic_configs = lambda topic: zkc.read_topic_config(zk, topic)
         await broker.start()
         registration = BrokerRegistration(

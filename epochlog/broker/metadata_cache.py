@@ -78,6 +78,11 @@ class MetadataCache:
 
     # --------------------------------------------------------------------------- updates
 
+    def learn_controller(self, controller_id: int | None) -> None:
+        """The controller as ZooKeeper's /controller names it now (None: being elected). It
+        is ahead of UpdateMetadata, which the new controller sends only after loading."""
+        self.controller_id = NO_CONTROLLER if controller_id is None else controller_id
+
     def apply_update_metadata(self, request: Any) -> list[TopicPartition]:
         """Apply an UpdateMetadata body (v5-7); return the partitions deleted from the cache."""
         self.controller_id = request.controller_id if request.controller_id >= 0 else NO_CONTROLLER

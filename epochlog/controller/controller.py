@@ -103,6 +103,9 @@ class Controller(ControllerRequests):
         self._timers: list[asyncio.Task[None]] = []
         self._task: asyncio.Task[None] | None = None
         self._active = False
+        # Requests waiting on an event (AlterPartition, CreateTopics, ...): a controller that
+        # stops answers them ControllerMovedError at once, so no caller waits out its timeout.
+        self._waiting: set[asyncio.Future[Any]] = set()
 
     @property
     def is_active(self) -> bool:
@@ -151,6 +154,12 @@ class Controller(ControllerRequests):
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        for future in self._waiting:
+            if not future.done():
+                future.set_exception(
+                    ControllerMovedError(f"broker {self.broker_id} stopped being the controller")
+                )
+        self._waiting.clear()
         await self.channel.close()
 
     async def stop_after_current_event(self, timeout_s: float) -> None:
@@ -178,6 +187,10 @@ class Controller(ControllerRequests):
         async def run() -> None:
             try:
                 future.set_result(await event())
+            except asyncio.CancelledError:  # the controller stopped in the middle of it
+                if not future.done():
+                    future.set_exception(ControllerMovedError("the controller stopped"))
+                raise
             except BaseException as exc:
                 if not future.done():
                     future.set_exception(exc)
@@ -186,6 +199,8 @@ class Controller(ControllerRequests):
         if not self._active:
             raise ControllerMovedError(f"broker {self.broker_id} is not the controller")
         self._events.put_nowait(run)
+        self._waiting.add(future)
+        future.add_done_callback(self._waiting.discard)
         return await future
 
     async def _run(self) -> None:

@@ -27,14 +27,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Coroutine
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
 
 from kazoo.client import KazooClient, KazooState
 
 from epochlog.broker.collaborators import CollaboratorError
 from epochlog.broker.config import BrokerConfig
-from epochlog.controller.controller import Controller
+from epochlog.controller.controller import Controller, ControllerMovedError
 from epochlog.protocol import messages as m
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.messages.pin_controller import PinStatus
@@ -46,6 +46,8 @@ from epochlog.zk.watches import watch_controller, watch_next_controller, watch_r
 from epochlog.zk.znodes import BROKER_IDS_PATH
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 # How long a resigning controller lets its current event run before it stops anyway.
 RESIGN_DRAIN_TIMEOUT_S = 5.0
@@ -71,6 +73,9 @@ class ControllerElector:
         self._dirty = False
         self._runner: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[None]] = set()  # strong references until done
+        # Told every controller id /controller shows (None: none), so the broker's requests to
+        # the controller (AlterPartition) follow a move at once, before any UpdateMetadata.
+        self.on_controller_change: Callable[[int | None], None] | None = None
 
     @property
     def active_controller(self) -> Controller | None:
@@ -107,6 +112,8 @@ class ControllerElector:
 
     def _on_controller(self, controller_id: int | None) -> None:
         self.controller_id = controller_id
+        if self.on_controller_change is not None:
+            self.on_controller_change(controller_id)
         self._reconcile_soon()
 
     def _on_pinned(self, pinned: int | None) -> None:
@@ -258,15 +265,23 @@ class ControllerGateway:
     def _controller(self) -> Controller:
         controller = self.elector.active_controller
         if controller is None:
-            raise RuntimeError("not the controller")
+            raise CollaboratorError(ErrorCode.NOT_CONTROLLER, "not the controller")
         return controller
 
+    async def _ask(self, call: Callable[[Controller], Awaitable[T]]) -> T:
+        """Run `call` on the active controller; a controller deposed or stopped while the
+        request waited raises CollaboratorError(NOT_CONTROLLER), which the handler answers."""
+        try:
+            return await call(self._controller())
+        except (ControllerMovedError, zkc.ControllerMovedError) as exc:
+            raise CollaboratorError(ErrorCode.NOT_CONTROLLER, str(exc)) from exc
+
     async def create_topics(self, request: Any, version: int) -> Any:
-        return await self._controller().create_topics(request, version)
+        return await self._ask(lambda c: c.create_topics(request, version))
 
     async def delete_topics(self, request: Any, version: int) -> Any:
         names = [t.name for t in request.topics] if version >= 6 else list(request.topic_names)
-        errors = await self._controller().delete_topics([n for n in names if n is not None])
+        errors = await self._ask(lambda c: c.delete_topics([n for n in names if n is not None]))
         return m.DeleteTopicsResponse(
             responses=[
                 m.DeleteTopicsResponse.DeletableTopicResult(
@@ -277,8 +292,10 @@ class ControllerGateway:
         )
 
     async def controlled_shutdown(self, request: Any, version: int) -> Any:
-        error, remaining = await self._controller().controlled_shutdown(
-            request.broker_id, request.broker_epoch if version >= 2 else -1
+        error, remaining = await self._ask(
+            lambda c: c.controlled_shutdown(
+                request.broker_id, request.broker_epoch if version >= 2 else -1
+            )
         )
         return m.ControlledShutdownResponse(
             error_code=error,
@@ -289,7 +306,7 @@ class ControllerGateway:
         )
 
     async def alter_partition(self, request: Any, version: int) -> Any:
-        return await self._controller().alter_partition(request, version)
+        return await self._ask(lambda c: c.alter_partition(request, version))
 
 
 class ZkControllerPins:

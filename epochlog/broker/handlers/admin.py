@@ -17,8 +17,10 @@ every client, so `init_transactions()` fails at once instead of retrying forever
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+from epochlog.broker.collaborators import CollaboratorError
 from epochlog.broker.handlers.context import BrokerServices, ConnectionInfo
 from epochlog.broker.handlers.errors import error_response
 from epochlog.protocol import messages as m
@@ -30,48 +32,73 @@ log = logging.getLogger(__name__)
 NOT_CONTROLLER_MESSAGE = "this broker is not the active controller"
 
 
+async def _to_controller(
+    services: BrokerServices,
+    call: Callable[[], Awaitable[Any]],
+    not_controller: Callable[[], Any],
+) -> Any:
+    """Pass the request to this broker's controller, or answer `not_controller()`: when it is
+    not active, and when it stopped being the controller while the request waited for it."""
+    if services.controller.is_active:
+        try:
+            return await call()
+        except CollaboratorError as exc:
+            if exc.error_code is not ErrorCode.NOT_CONTROLLER:
+                raise
+            log.info("controller request answered as not the controller: %s", exc)
+    return not_controller()
+
+
 async def handle_create_topics(
     services: BrokerServices, request: Request, connection: ConnectionInfo
 ) -> Any:
-    if not services.controller.is_active:
-        return error_response(
+    return await _to_controller(
+        services,
+        lambda: services.controller.create_topics(request.body, request.api_version),
+        lambda: error_response(
             ApiKey.CREATE_TOPICS,
             request.api_version,
             request.body,
             ErrorCode.NOT_CONTROLLER,
             NOT_CONTROLLER_MESSAGE,
-        )
-    return await services.controller.create_topics(request.body, request.api_version)
+        ),
+    )
 
 
 async def handle_delete_topics(
     services: BrokerServices, request: Request, connection: ConnectionInfo
 ) -> Any:
-    if not services.controller.is_active:
-        return error_response(
+    return await _to_controller(
+        services,
+        lambda: services.controller.delete_topics(request.body, request.api_version),
+        lambda: error_response(
             ApiKey.DELETE_TOPICS,
             request.api_version,
             request.body,
             ErrorCode.NOT_CONTROLLER,
             NOT_CONTROLLER_MESSAGE,
-        )
-    return await services.controller.delete_topics(request.body, request.api_version)
+        ),
+    )
 
 
 async def handle_controlled_shutdown(
     services: BrokerServices, request: Request, connection: ConnectionInfo
 ) -> Any:
-    if not services.controller.is_active:
-        return m.ControlledShutdownResponse(error_code=ErrorCode.STALE_CONTROLLER_EPOCH)
-    return await services.controller.controlled_shutdown(request.body, request.api_version)
+    return await _to_controller(
+        services,
+        lambda: services.controller.controlled_shutdown(request.body, request.api_version),
+        lambda: m.ControlledShutdownResponse(error_code=ErrorCode.STALE_CONTROLLER_EPOCH),
+    )
 
 
 async def handle_alter_partition(
     services: BrokerServices, request: Request, connection: ConnectionInfo
 ) -> Any:
-    if not services.controller.is_active:
-        return m.AlterPartitionResponse(error_code=ErrorCode.NOT_CONTROLLER)
-    return await services.controller.alter_partition(request.body, request.api_version)
+    return await _to_controller(
+        services,
+        lambda: services.controller.alter_partition(request.body, request.api_version),
+        lambda: m.AlterPartitionResponse(error_code=ErrorCode.NOT_CONTROLLER),
+    )
 
 
 async def handle_init_producer_id(
