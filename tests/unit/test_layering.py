@@ -19,6 +19,7 @@ PACKAGE = Path(epochlog.__file__).parent
 ALLOWED: dict[str, set[str]] = {
     "protocol": set(),
     "storage": {"protocol"},
+    "coordinator": {"protocol"},
     "client": {"protocol", "aio"},
     "spark": {"client", "protocol", "aio"},
     "proxy": {"client", "protocol", "aio"},
