@@ -190,3 +190,59 @@ def test_a_damaged_follower_segment_after_a_clean_restart_rejoins_every_isr(
         assert_every_acked_record_reads_back(cluster, producer.acked)
     finally:
         cluster.close()
+
+
+def leader_of(cluster: LocalCluster, partition: int) -> int:
+    return next(p["leader"] for p in partitions(cluster) if p["partition"] == partition)
+
+
+@pytest.mark.slow
+def test_a_leader_whose_read_meets_damage_gives_up_leadership_and_no_acked_record_is_lost(
+    tmp_path, zk_hosts
+) -> None:
+    cluster = start_cluster(tmp_path, zk_hosts)
+    try:
+        producer = Producer(cluster.bootstrap_servers)
+        producer.produce_for(6)
+        target = 0
+        leader = leader_of(cluster, target)
+        damage = damage_batch_header(log_dir(cluster, leader) / f"{TOPIC}-{target}")
+        # A consumer reads from the damaged batch on: the leader's index walk meets the damage.
+        consumer = ck.Consumer(
+            {
+                "bootstrap.servers": cluster.bootstrap_servers,
+                "group.id": "reader",
+                "enable.auto.commit": False,
+                "check.crcs": True,
+            }
+        )
+        consumer.assign([ck.TopicPartition(TOPIC, target, damage.base_offset)])
+        started = time.monotonic()
+        first = None
+        errors = []
+        while first is None:
+            assert time.monotonic() - started < 30, f"nothing read: {errors[:5]}"
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is not None:
+                errors.append(str(msg.error()))
+            elif msg is not None:
+                first = msg
+        consumer.close()
+        moved = wait_until(lambda: leader_of(cluster, target) != leader, 10, "a new leader")
+        print(
+            f"{TOPIC}-{target}: first record read {time.monotonic() - started:.1f} s after the"
+            f" damaged read, leadership off broker {leader} (waited {moved:.1f} s more)"
+        )
+        assert first.offset() == damage.base_offset
+        assert first.value() == dict(producer.acked[target]).get(damage.base_offset)
+        assert not errors, errors[:5]
+        time.sleep(3)  # the producer goes on writing to the new leader
+        producer.finish()
+        output = broker_output(cluster, leader)
+        assert "damaged log found by a read" in output
+        wait_until(lambda: fully_replicated(cluster), 60, f"broker {leader} to rejoin the ISR")
+        first_offset, end = sound_batches(log_dir(cluster, leader) / f"{TOPIC}-{target}")
+        assert first_offset == 0 and end > max(o for o, _ in producer.acked[target])
+        assert_every_acked_record_reads_back(cluster, producer.acked)
+    finally:
+        cluster.close()
