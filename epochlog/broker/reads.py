@@ -137,6 +137,7 @@ def read_from_local_log(
             log.error(
                 "fetch from %s-%d: cannot read the log: %s", request.topic, request.partition, exc
             )
+            rm.on_io_error(request.key, exc)  # its log dir goes offline (KIP-112)
             results.append(PartitionFetchResult(request, ErrorCode.KAFKA_STORAGE_ERROR))
             continue
         size = len(read.records)

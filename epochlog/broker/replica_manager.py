@@ -33,6 +33,15 @@ partitions applied) until it becomes a follower and fetches the rest from the ne
 that finds damage gives up leadership and asks the controller to resend its LeaderAndIsr
 (`on_storage_event`, a log-dir event notification), whose answer then names the partition.
 
+Log-dir failure (KIP-112): an I/O error while a log is written, read or checkpointed
+(`on_io_error`) takes its log dir offline in the log manager, which tells `_on_log_dir_offline`:
+the dir's partitions stop (their fetchers go, waiting produces answer NOT_LEADER_OR_FOLLOWER)
+and answer KAFKA_STORAGE_ERROR to Produce, Fetch and LeaderAndIsr, and the controller is
+notified, so its resent LeaderAndIsr takes those replicas offline and moves their leadership.
+Every epochlog.log.dir.probe.interval.ms an offline dir is probed (`log_dirs.probe_dir`); once
+usable it is reloaded and the controller notified again: its answers then take the replicas back
+as followers, which rejoin the ISR through KIP-903 once caught up. Kafka needs a restart here.
+
 The produce and fetch paths themselves live in `appends` and `reads`. The replica fetchers attach
 through the hooks `on_become_follower(partitions)`, `on_become_leader(partitions)` and
 `on_stop_replicas(keys)`; `live_leaders` keeps the leader endpoints LeaderAndIsr named.
@@ -86,6 +95,7 @@ from epochlog.storage.checkpoint import (
 )
 from epochlog.storage.errors import LogDamageError
 from epochlog.storage.files import durable_batch
+from epochlog.storage.log_dirs import probe_dir
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +162,9 @@ class ReplicaManager:
         self._checkpoint_writes: set[asyncio.Task[int]] = set()
         self._appended: set[TopicPartition] = set()  # led partitions whose fetches are to wake
         self._hw_moved: set[TopicPartition] = set()  # HWs moved by follower fetches, to act on
+        log_manager.on_dir_offline = self._on_log_dir_offline
+        min_free = config["epochlog.log.dir.min.free.bytes"]
+        self._dir_min_free_bytes: int = min_free if min_free >= 0 else config["log.segment.bytes"]
 
     # ----------------------------------------------------------------------- lookups
 
@@ -169,6 +182,11 @@ class ReplicaManager:
                     f"{found.name} on broker {self.broker_id}: {found.storage_damage}",
                 )
             return found
+        if self.log_manager.is_offline(topic, partition):
+            raise PartitionError(
+                ErrorCode.KAFKA_STORAGE_ERROR,
+                f"{topic}-{partition}: its log dir on broker {self.broker_id} is offline",
+            )
         if self.metadata_cache.contains(topic, partition):
             raise PartitionError(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER,
@@ -347,6 +365,44 @@ class ReplicaManager:
             if self.on_storage_event is not None:
                 self.on_storage_event()
 
+    def on_io_error(self, key: TopicPartition, error: OSError) -> None:
+        """An I/O error on the partition's log: its log dir goes offline."""
+        self.log_manager.handle_io_error(self.log_manager.dir_of(*key), error)
+
+    def _on_log_dir_offline(self, log_dir: object, keys: list[TopicPartition]) -> None:
+        stopped: list[TopicPartition] = []
+        for key in keys:
+            partition = self.partitions.pop(key, None)
+            if partition is None:
+                continue
+            partition.stop_leading()
+            self._stored_hws[key] = partition.high_watermark
+            stopped.append(key)
+        for key in stopped:
+            self._on_partition_changed(key)
+        if stopped and self.on_stop_replicas is not None:
+            self.on_stop_replicas(stopped)
+        if self.on_storage_event is not None:
+            self.on_storage_event()
+
+    def probe_offline_dirs(self) -> list[object]:
+        """Reload every offline log dir that is usable again; the dirs brought back."""
+        back: list[object] = []
+        for log_dir, reason in list(self.log_manager.offline_dirs.items()):
+            problem = probe_dir(log_dir, self._dir_min_free_bytes)
+            if problem is not None:
+                log.debug("log dir %s still offline (%s): %s", log_dir, reason, problem)
+                continue
+            try:
+                self.log_manager.reload_dir(log_dir)
+            except OSError as exc:
+                log.warning("log dir %s is not usable yet: %s", log_dir, exc)
+                continue
+            back.append(log_dir)
+        if back and self.on_storage_event is not None:
+            self.on_storage_event()
+        return back
+
     def _repair(self, partition: Partition, damage: LogDamageError) -> int:
         cut = repair_damaged_log(partition.producer_state, partition.log, damage, now_ms())
         partition.high_watermark = min(partition.high_watermark, partition.log_end_offset)
@@ -427,6 +483,9 @@ class ReplicaManager:
         followers: list[Partition],
     ) -> ErrorCode:
         partition = self.partitions.get((topic, index))
+        if partition is None and self.log_manager.is_offline(topic, index):
+            log.debug("LeaderAndIsr for %s-%d: its log dir is offline", topic, index)
+            return ErrorCode.KAFKA_STORAGE_ERROR
         if (
             partition is not None
             and partition.storage_damage is not None
@@ -640,6 +699,11 @@ class ReplicaManager:
             "log-start-offset-checkpoint",
             self.config["log.flush.start.offset.checkpoint.interval.ms"],
             self.log_manager.checkpoint_log_start_offsets,
+        )
+        self._start_task(
+            "log-dir-probe",
+            self.config["epochlog.log.dir.probe.interval.ms"],
+            self.probe_offline_dirs,
         )
 
     def _start_task(self, name: str, interval_ms: int, work: Callable[[], object]) -> None:
