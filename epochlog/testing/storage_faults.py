@@ -6,11 +6,17 @@ header in the middle of a segment (magic -3), at a batch before the segment's la
 entry, so that a clean-shutdown open (which checks only the indexes and the tail after the last
 entry) does not see it. `sound_batches` reads a partition dir the way recovery does (framing, CRC,
 dense offsets) and fails naming the file and byte of the first bad batch.
+
+A full disk is real: `mount_tmpfs` mounts a small tmpfs as a broker's log dir (root only;
+`can_mount_tmpfs` says whether this machine allows it) and `fill_disk` fills it with a filler
+file, whose deletion frees the space again.
 """
 
 from __future__ import annotations
 
+import os
 import struct
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,3 +82,51 @@ def sound_batches(partition_dir: Path) -> tuple[int, int]:
                 first = header.base_offset
             expected = header.next_offset
     return (first or 0, expected or 0)
+
+
+# ------------------------------------------------------------------------------ full disks
+
+
+def mount_tmpfs(path: Path, size_bytes: int) -> None:
+    """Mount a small tmpfs at `path` (root only): a real file system that fills up."""
+    path.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size_bytes}", "tmpfs", str(path)],
+        check=True,
+        capture_output=True,
+    )
+
+
+def umount(path: Path) -> None:
+    """Unmount what `mount_tmpfs` mounted (lazily if something still holds it)."""
+    done = subprocess.run(["umount", str(path)], capture_output=True)
+    if done.returncode != 0:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+def can_mount_tmpfs(scratch: Path) -> bool:
+    try:
+        mount_tmpfs(scratch, 1 << 20)
+    except (OSError, subprocess.CalledProcessError):
+        return False
+    umount(scratch)
+    return True
+
+
+def fill_disk(directory: Path, leave_bytes: int = 0) -> Path:
+    """Write a filler file until `leave_bytes` (or less) are free on `directory`'s file system;
+    returns the filler (delete it to free the space)."""
+    filler = Path(directory) / "filler.bin"
+    chunk = b"\0" * (64 * 1024)
+    with open(filler, "ab") as out:
+        while True:
+            stats = os.statvfs(directory)
+            free = stats.f_bavail * stats.f_frsize
+            if free <= leave_bytes:
+                break
+            try:
+                out.write(chunk[: max(4096, min(len(chunk), free - leave_bytes))])
+                out.flush()
+            except OSError:
+                break
+    return filler

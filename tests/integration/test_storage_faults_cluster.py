@@ -19,7 +19,14 @@ import pytest
 from epochlog.cli.commands import read_status
 from epochlog.client import Admin
 from epochlog.testing.cluster import LocalCluster
-from epochlog.testing.storage_faults import damage_batch_header, sound_batches
+from epochlog.testing.storage_faults import (
+    can_mount_tmpfs,
+    damage_batch_header,
+    fill_disk,
+    mount_tmpfs,
+    sound_batches,
+    umount,
+)
 
 TOPIC = "orders"
 PARTITIONS = 6
@@ -246,3 +253,70 @@ def test_a_leader_whose_read_meets_damage_gives_up_leadership_and_no_acked_recor
         assert_every_acked_record_reads_back(cluster, producer.acked)
     finally:
         cluster.close()
+
+
+def replicas_on(cluster: LocalCluster, broker_id: int) -> tuple[int, int]:
+    """(partitions led by the broker, ISRs it is in)."""
+    found = partitions(cluster)
+    return (
+        sum(1 for p in found if p["leader"] == broker_id),
+        sum(1 for p in found if broker_id in p["isr"]),
+    )
+
+
+@pytest.mark.slow
+def test_a_full_log_dir_goes_offline_moves_leadership_and_comes_back_without_a_restart(
+    tmp_path, zk_hosts
+) -> None:
+    if not can_mount_tmpfs(tmp_path / "probe-mount"):
+        pytest.fail("cannot mount a tmpfs here (the test needs root)")
+    victim = 4
+    logs = tmp_path / "cluster" / f"broker-{victim}" / "logs"
+    mount_tmpfs(logs, 24 << 20)
+    cluster = None
+    try:
+        cluster = start_cluster(
+            tmp_path,
+            zk_hosts,
+            **{
+                "log.segment.bytes": 1 << 20,
+                "epochlog.log.dir.min.free.bytes": 4 << 20,
+                "epochlog.log.dir.probe.interval.ms": 500,
+                "replica.high.watermark.checkpoint.interval.ms": 500,
+                "log.flush.offset.checkpoint.interval.ms": 500,
+                "log.flush.start.offset.checkpoint.interval.ms": 500,
+            },
+        )
+        assert replicas_on(cluster, victim) != (0, 0)
+        producer = Producer(cluster.bootstrap_servers)
+        producer.produce_for(3)
+        filler = fill_disk(logs)
+        filled = time.monotonic()
+        moved = wait_until(
+            lambda: replicas_on(cluster, victim) == (0, 0),
+            20,
+            f"broker {victim} to lead nothing and leave every ISR once its disk is full",
+        )
+        time.sleep(3)  # acks go on from the other brokers
+        output = broker_output(cluster, victim)
+        assert "is offline" in output and "Traceback" not in output, output[-3000:]
+        filler.unlink()
+        freed = time.monotonic()
+        back = wait_until(
+            lambda: fully_replicated(cluster), 60, f"broker {victim} to rejoin every ISR"
+        )
+        time.sleep(1)
+        producer.finish()
+        print(
+            f"disk full -> broker {victim} out of every ISR and leadership in {moved:.1f} s; "
+            f"space freed -> all ISRs at 3 in {back:.1f} s (no restart); longest gap between "
+            f"acks {producer.longest_gap:.1f} s; {producer.total} records acknowledged; "
+            f"{time.monotonic() - filled:.0f} s in all, {time.monotonic() - freed:.0f} s after"
+        )
+        assert "online again" in broker_output(cluster, victim)
+        assert producer.longest_gap < 10
+        assert_every_acked_record_reads_back(cluster, producer.acked)
+    finally:
+        if cluster is not None:
+            cluster.close()
+        umount(logs)
