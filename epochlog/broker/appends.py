@@ -72,6 +72,7 @@ def append_to_leader(
         return ProducePartitionResult(exc.error_code, str(exc))
     except OSError as exc:
         log.error("produce to %s-%d: cannot write the log: %s", topic, index, exc)
+        rm.on_io_error(key, exc)  # its log dir goes offline (KIP-112)
         return ProducePartitionResult(ErrorCode.KAFKA_STORAGE_ERROR, f"log write failed: {exc}")
     if not result.duplicate:
         rm.on_leader_append(key, result.high_watermark_moved)

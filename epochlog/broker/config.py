@@ -106,6 +106,20 @@ DEFINITIONS: dict[str, Definition] = {
     "request.timeout.ms": Definition("int", 30000, "controller-to-broker requests", _at_least(0)),
     # epochlog's own
     "epochlog.cluster.dir": Definition("string", None, "local-cluster directory (pid files)"),
+    "epochlog.log.dir.probe.interval.ms": Definition(
+        "long",
+        5000,
+        "how often an offline log dir (an I/O error or a full disk took it offline, KIP-112) is "
+        "probed; once a probe file can be written and fsynced and enough space is free it is "
+        "reloaded and its replicas rejoin, without a restart",
+        _at_least(1),
+    ),
+    "epochlog.log.dir.min.free.bytes": Definition(
+        "long",
+        -1,
+        "free bytes an offline log dir needs to come back online; -1: log.segment.bytes",
+        _at_least(-1),
+    ),
 }
 
 # Keys of Kafka's stock server.properties with no effect here: accepted so existing files work.

@@ -43,6 +43,7 @@ from epochlog.zk.cluster import (
     ensure_top_level_paths,
     get_or_create_cluster_id,
 )
+from epochlog.zk.log_dir_events import write_log_dir_event
 from epochlog.zk.registration import BrokerRegistrar
 from epochlog.zk.session import close_client, connect, on_loop
 from epochlog.zk.znodes import (
@@ -104,6 +105,30 @@ class ZkProducerIdSource:
             return producer_id
 
 
+class ZkLogDirEventNotifier:
+    """Writes Kafka's log-dir event notification for this broker (KIP-112), so the controller
+    resends its LeaderAndIsr and learns from the answers which replicas it can serve."""
+
+    def __init__(self, zk: KazooClient, broker_id: int) -> None:
+        self.zk = zk
+        self.broker_id = broker_id
+        self._writes: set[asyncio.Task[None]] = set()
+
+    def notify(self) -> None:
+        """Write one notification in the background (from the event loop)."""
+        task = asyncio.get_running_loop().create_task(self._write())
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+
+    async def _write(self) -> None:
+        try:
+            path = await asyncio.to_thread(write_log_dir_event, self.zk, self.broker_id)
+        except Exception as exc:
+            log.error("cannot write the log dir event notification: %s", exc)
+        else:
+            log.info("wrote log dir event notification %s", path)
+
+
 class BrokerProcess:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
@@ -144,6 +169,7 @@ class BrokerProcess:
         broker.services.controller_pins = ZkControllerPins(zk)  # KIP-39: any broker pins
         elector.on_controller_change = broker.metadata_cache.learn_controller
         broker.replica_manager.topic_configs = lambda topic: zkc.read_topic_config(zk, topic)
+        broker.replica_manager.on_storage_event = ZkLogDirEventNotifier(zk, self.broker_id).notify
         await broker.start()
         registration = BrokerRegistration(
             self.broker_id,

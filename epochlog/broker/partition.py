@@ -24,6 +24,8 @@ A `Partition` wraps the partition's `PartitionLog` with what replication needs (
   truncations a replica fetcher decides (`truncate_as_follower`, `truncate_fully_as_follower`).
 - producer state for idempotent producers, consulted before each leader append and kept up to
   date by follower appends (a follower may become leader).
+- `storage_damage`: set when the log was found damaged and cut (issue 14); the replica then
+  answers KAFKA_STORAGE_ERROR and refuses leadership until it becomes a follower.
 
 The methods raise `PartitionError` (or storage errors, which carry their Kafka error code) and
 return plain results; the replica manager turns moves of the HW or LEO into completions of
@@ -154,6 +156,9 @@ class Partition:
     pending_isr: PendingIsrChange | None = None
     settings: ReplicationSettings = field(default_factory=ReplicationSettings)
     brokers: BrokerView = field(default_factory=EveryBrokerAlive)
+    # Why this replica may not lead (its log was found damaged and cut: see the replica
+    # manager's `on_log_damage`), until it becomes a follower and fetches from a leader.
+    storage_damage: str | None = None
 
     def __post_init__(self) -> None:
         self.high_watermark = min(

@@ -28,6 +28,7 @@ from epochlog.broker.partition_rules import DivergingEpoch
 from epochlog.broker.replica_manager import ReplicaManager, TopicPartition, now_ms
 from epochlog.protocol.errors import ErrorCode
 from epochlog.storage import FileSlice, StorageError
+from epochlog.storage.errors import LogDamageError
 
 log = logging.getLogger(__name__)
 
@@ -126,12 +127,17 @@ def read_from_local_log(
                 )
         except (PartitionError, StorageError) as exc:
             log.debug("fetch from %s-%d: %s", request.topic, request.partition, exc)
+            if isinstance(exc, LogDamageError):
+                damaged = rm.get_partition(request.topic, request.partition)
+                if damaged is not None:
+                    rm.on_log_damage(damaged, exc)
             results.append(PartitionFetchResult(request, exc.error_code))
             continue
         except OSError as exc:
             log.error(
                 "fetch from %s-%d: cannot read the log: %s", request.topic, request.partition, exc
             )
+            rm.on_io_error(request.key, exc)  # its log dir goes offline (KIP-112)
             results.append(PartitionFetchResult(request, ErrorCode.KAFKA_STORAGE_ERROR))
             continue
         size = len(read.records)

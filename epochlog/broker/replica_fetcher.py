@@ -362,6 +362,9 @@ class ReplicaFetcher:
         except _APPEND_ERRORS as exc:
             log.warning("%s: cannot append to %s: %s", self, partition.name, exc)
             state.delay(now, self.backoff_ms)
+            if isinstance(exc, OSError):  # its log dir goes offline, once this response is done
+                asyncio.get_running_loop().call_soon(self.rm.on_io_error, partition.key, exc)
+                return
         state.fetch_offset = partition.log_end_offset
         latest = partition.log.latest_epoch
         state.last_fetched_epoch = -1 if latest is None else latest

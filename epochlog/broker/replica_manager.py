@@ -22,6 +22,26 @@ StopReplica to them, and runs the broker's background work:
   `alter_partition_manager` (set by the broker), carrying this broker's epoch and the followers'
   fetch epochs; its answers settle them (`isr_changes.apply_alter_partition_answer`).
 
+Damage (issue 14): a log whose batch headers do not parse where the log says a batch starts is
+never served and never fails more than its own partition. The first LeaderAndIsr that hosts a
+partition walks every batch header of its log anyway (the producer-state rebuild), so damage left
+on disk when the broker was down is found there; a read whose index walk meets damage reports it
+through `on_log_damage`. Either way the log is cut before the damaged batch, as crash recovery
+would (`PartitionLog.recover_from_damage`). A replica whose log lost data that way refuses to
+lead (KAFKA_STORAGE_ERROR for that partition in the LeaderAndIsr answer, the request's other
+partitions applied) until it becomes a follower and fetches the rest from the new leader; a leader
+that finds damage gives up leadership and asks the controller to resend its LeaderAndIsr
+(`on_storage_event`, a log-dir event notification), whose answer then names the partition.
+
+Log-dir failure (KIP-112): an I/O error while a log is written, read or checkpointed
+(`on_io_error`) takes its log dir offline in the log manager, which tells `_on_log_dir_offline`:
+the dir's partitions stop (their fetchers go, waiting produces answer NOT_LEADER_OR_FOLLOWER)
+and answer KAFKA_STORAGE_ERROR to Produce, Fetch and LeaderAndIsr, and the controller is
+notified, so its resent LeaderAndIsr takes those replicas offline and moves their leadership.
+Every epochlog.log.dir.probe.interval.ms an offline dir is probed (`log_dirs.probe_dir`); once
+usable it is reloaded and the controller notified again: its answers then take the replicas back
+as followers, which rejoin the ISR through KIP-903 once caught up. Kafka needs a restart here.
+
 The produce and fetch paths themselves live in `appends` and `reads`. The replica fetchers attach
 through the hooks `on_become_follower(partitions)`, `on_become_leader(partitions)` and
 `on_stop_replicas(keys)`; `live_leaders` keeps the leader endpoints LeaderAndIsr named.
@@ -67,13 +87,15 @@ from epochlog.broker.topic_configs import (
 )
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.schema import ZERO_UUID
-from epochlog.storage import LogManager, StorageError
+from epochlog.storage import LogManager, PartitionLog, StorageError
 from epochlog.storage.checkpoint import (
     DeferrableEpochCheckpoint,
     deferred_checkpoints,
     write_deferred,
 )
+from epochlog.storage.errors import LogDamageError
 from epochlog.storage.files import durable_batch
+from epochlog.storage.log_dirs import probe_dir
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +145,9 @@ class ReplicaManager:
         self.on_become_follower: Callable[[list[Partition]], None] | None = None
         self.on_become_leader: Callable[[list[Partition]], None] | None = None
         self.on_stop_replicas: Callable[[list[TopicPartition]], None] | None = None
+        # Asks the controller to resend this broker's LeaderAndIsr (a log-dir event
+        # notification): called when a led partition's log was found damaged.
+        self.on_storage_event: Callable[[], None] | None = None
         self.alter_partition_manager: IsrChangeSender | None = None
         # The topic's configs (ZooKeeper's /config/topics/<t> on a real broker), read when a
         # partition's log is created; none in the in-process harnesses.
@@ -137,6 +162,9 @@ class ReplicaManager:
         self._checkpoint_writes: set[asyncio.Task[int]] = set()
         self._appended: set[TopicPartition] = set()  # led partitions whose fetches are to wake
         self._hw_moved: set[TopicPartition] = set()  # HWs moved by follower fetches, to act on
+        log_manager.on_dir_offline = self._on_log_dir_offline
+        min_free = config["epochlog.log.dir.min.free.bytes"]
+        self._dir_min_free_bytes: int = min_free if min_free >= 0 else config["log.segment.bytes"]
 
     # ----------------------------------------------------------------------- lookups
 
@@ -148,7 +176,17 @@ class ReplicaManager:
         and UNKNOWN_TOPIC_OR_PARTITION when nobody does (Kafka's getPartitionOrError)."""
         found = self.partitions.get((topic, partition))
         if found is not None:
+            if found.storage_damage is not None:
+                raise PartitionError(
+                    ErrorCode.KAFKA_STORAGE_ERROR,
+                    f"{found.name} on broker {self.broker_id}: {found.storage_damage}",
+                )
             return found
+        if self.log_manager.is_offline(topic, partition):
+            raise PartitionError(
+                ErrorCode.KAFKA_STORAGE_ERROR,
+                f"{topic}-{partition}: its log dir on broker {self.broker_id} is offline",
+            )
         if self.metadata_cache.contains(topic, partition):
             raise PartitionError(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER,
@@ -310,6 +348,66 @@ class ReplicaManager:
             # The ISR (or the HW) changed: acks=all produces re-check min.insync.replicas.
             self.on_high_watermark_moved(partition.key)
 
+    # ------------------------------------------------------------------------ damage
+
+    def on_log_damage(self, partition: Partition, damage: LogDamageError) -> None:
+        """A read of `partition` met damage: cut the log there, and if this broker led it, give
+        up leadership (waiting produces answer NOT_LEADER_OR_FOLLOWER) and ask the controller
+        to move it; the replica refuses to lead until it follows someone."""
+        if self.partitions.get(partition.key) is not partition:
+            return
+        log.error("%s: damaged log found by a read: %s", partition.name, damage)
+        self._repair(partition, damage)
+        if partition.is_leader:
+            partition.storage_damage = f"its log was damaged and cut: {damage}"
+            partition.stop_leading()
+            self._on_partition_changed(partition.key)
+            if self.on_storage_event is not None:
+                self.on_storage_event()
+
+    def on_io_error(self, key: TopicPartition, error: OSError) -> None:
+        """An I/O error on the partition's log: its log dir goes offline."""
+        self.log_manager.handle_io_error(self.log_manager.dir_of(*key), error)
+
+    def _on_log_dir_offline(self, log_dir: object, keys: list[TopicPartition]) -> None:
+        stopped: list[TopicPartition] = []
+        for key in keys:
+            partition = self.partitions.pop(key, None)
+            if partition is None:
+                continue
+            partition.stop_leading()
+            self._stored_hws[key] = partition.high_watermark
+            stopped.append(key)
+        for key in stopped:
+            self._on_partition_changed(key)
+        if stopped and self.on_stop_replicas is not None:
+            self.on_stop_replicas(stopped)
+        if self.on_storage_event is not None:
+            self.on_storage_event()
+
+    def probe_offline_dirs(self) -> list[object]:
+        """Reload every offline log dir that is usable again; the dirs brought back."""
+        back: list[object] = []
+        for log_dir, reason in list(self.log_manager.offline_dirs.items()):
+            problem = probe_dir(log_dir, self._dir_min_free_bytes)
+            if problem is not None:
+                log.debug("log dir %s still offline (%s): %s", log_dir, reason, problem)
+                continue
+            try:
+                self.log_manager.reload_dir(log_dir)
+            except OSError as exc:
+                log.warning("log dir %s is not usable yet: %s", log_dir, exc)
+                continue
+            back.append(log_dir)
+        if back and self.on_storage_event is not None:
+            self.on_storage_event()
+        return back
+
+    def _repair(self, partition: Partition, damage: LogDamageError) -> int:
+        cut = repair_damaged_log(partition.producer_state, partition.log, damage, now_ms())
+        partition.high_watermark = min(partition.high_watermark, partition.log_end_offset)
+        return cut
+
     # ---------------------------------------------------------------- LeaderAndIsr
 
     def apply_leader_and_isr(
@@ -385,6 +483,21 @@ class ReplicaManager:
         followers: list[Partition],
     ) -> ErrorCode:
         partition = self.partitions.get((topic, index))
+        if partition is None and self.log_manager.is_offline(topic, index):
+            log.debug("LeaderAndIsr for %s-%d: its log dir is offline", topic, index)
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        if (
+            partition is not None
+            and partition.storage_damage is not None
+            and state.leader == self.broker_id
+        ):
+            log.warning(
+                "%s: refusing leadership at epoch %d: %s",
+                partition.name,
+                state.leader_epoch,
+                partition.storage_damage,
+            )
+            return ErrorCode.KAFKA_STORAGE_ERROR
         if partition is not None:
             local_epoch, local_topic_id = partition.leader_epoch, partition.topic_id
         else:
@@ -426,9 +539,18 @@ class ReplicaManager:
                 is_new=bool(getattr(state, "is_new", False)),
             )
             if verdict.action is LeaderAndIsrAction.BECOME_LEADER:
+                if partition.storage_damage is not None:
+                    log.warning(
+                        "%s: refusing leadership at epoch %d: %s",
+                        partition.name,
+                        state.leader_epoch,
+                        partition.storage_damage,
+                    )
+                    return ErrorCode.KAFKA_STORAGE_ERROR
                 partition.make_leader(new_state, now)
                 log.debug("%s: leader at epoch %d", partition.name, state.leader_epoch)
             elif verdict.action is LeaderAndIsrAction.BECOME_FOLLOWER:
+                partition.storage_damage = None  # the leader's data replaces what was cut
                 partition.make_follower(new_state)
                 followers.append(partition)
                 log.debug(
@@ -467,7 +589,7 @@ class ReplicaManager:
             topic, index, topic_id, log_config_for(self.log_manager.default_config, overrides)
         )
         state = ProducerStateManager(f"{topic}-{index}")
-        rebuild_producer_state(state, log_, now)
+        cut = load_producer_state(state, log_, now)
         partition = Partition(
             topic,
             index,
@@ -478,6 +600,8 @@ class ReplicaManager:
             settings=replication_settings_for(self.settings, overrides),
             brokers=self.metadata_cache,
         )
+        if cut:
+            partition.storage_damage = f"recovery from damage cut {cut} bytes of its log"
         self.partitions[key] = partition
         return partition
 
@@ -576,6 +700,11 @@ class ReplicaManager:
             self.config["log.flush.start.offset.checkpoint.interval.ms"],
             self.log_manager.checkpoint_log_start_offsets,
         )
+        self._start_task(
+            "log-dir-probe",
+            self.config["epochlog.log.dir.probe.interval.ms"],
+            self.probe_offline_dirs,
+        )
 
     def _start_task(self, name: str, interval_ms: int, work: Callable[[], object]) -> None:
         async def loop() -> None:
@@ -604,3 +733,29 @@ class ReplicaManager:
             self.checkpoint_high_watermarks()
         except OSError as exc:
             log.warning("cannot write the high watermark checkpoint: %s", exc)
+
+
+def load_producer_state(state: ProducerStateManager, partition_log: PartitionLog, now: int) -> int:
+    """Rebuild the producer state from every batch header of the log, cutting the log at any
+    damage the walk meets (it is the walk that finds damage a clean open did not look for).
+    Returns the bytes cut (0: the log was sound)."""
+    cut = 0
+    while True:
+        try:
+            rebuild_producer_state(state, partition_log, now)
+            return cut
+        except LogDamageError as damage:
+            removed = partition_log.recover_from_damage(damage)
+            if not removed:
+                raise  # nothing left to cut: do not walk the same damage again
+            cut += removed
+
+
+def repair_damaged_log(
+    state: ProducerStateManager, partition_log: PartitionLog, damage: LogDamageError, now: int
+) -> int:
+    """Cut the log before `damage` and rebuild the producer state; returns the bytes cut."""
+    removed = partition_log.recover_from_damage(damage)
+    with contextlib.suppress(LogDamageError):  # a later walk (the next read) meets it again
+        rebuild_producer_state(state, partition_log, now)
+    return removed

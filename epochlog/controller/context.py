@@ -3,8 +3,11 @@
 The context is plain data: the controller epoch, live brokers with their broker epochs (KIP-380),
 the brokers in controlled shutdown, every topic's id and replica assignment, and every
 partition's leader-and-ISR with its partition epoch (the znode version of its state in
-ZooKeeper). Decisions read it; only the controller's event loop changes it, after ZooKeeper has
-accepted the matching write, so the context never runs ahead of ZooKeeper.
+ZooKeeper), and the replicas a live broker reported it cannot serve (KAFKA_STORAGE_ERROR in a
+LeaderAndIsr answer: a damaged log or an offline log dir), which may neither lead nor join an ISR
+until a later answer from that broker takes them back or the broker re-registers. Decisions
+read it; only the controller's event loop changes it, after ZooKeeper has accepted the matching
+write, so the context never runs ahead of ZooKeeper.
 """
 
 from __future__ import annotations
@@ -66,6 +69,8 @@ class ControllerContext:
     assignments: dict[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
     states: dict[TopicPartition, LeaderIsr] = field(default_factory=dict)
     topics_being_deleted: set[str] = field(default_factory=set)
+    # broker -> its replicas that answered KAFKA_STORAGE_ERROR (Kafka's offline replicas)
+    offline_replicas: dict[int, set[TopicPartition]] = field(default_factory=dict)
 
     # -- brokers
 
@@ -94,6 +99,18 @@ class ControllerContext:
             if epoch is not None:
                 epochs.append((broker, epoch))
         return replace(state, isr_epochs=tuple(sorted(epochs)))
+
+    def is_replica_online(self, broker_id: int, tp: TopicPartition) -> bool:
+        """Live, and its replica of `tp` not reported offline (a storage error)."""
+        return self.is_live(broker_id) and tp not in self.offline_replicas.get(broker_id, ())
+
+    def eligible_for(self, tp: TopicPartition, eligible: set[int] | None = None) -> set[int]:
+        """The brokers that may lead `tp` or join its ISR: eligible (`eligible_brokers()`,
+        or the set given) and their replica of it online."""
+        base = self.eligible_brokers() if eligible is None else eligible
+        if not self.offline_replicas:
+            return base
+        return {b for b in base if tp not in self.offline_replicas.get(b, ())}
 
     # -- topics and partitions
 
@@ -136,4 +153,6 @@ class ControllerContext:
         for tp in self.partitions_of(topic):
             self.assignments.pop(tp, None)
             self.states.pop(tp, None)
+            for offline in self.offline_replicas.values():
+                offline.discard(tp)
         self.topics_being_deleted.discard(topic)

@@ -45,6 +45,7 @@ from epochlog.controller.decisions import (
     on_topic_deletion,
 )
 from epochlog.controller.requests import ControllerRequests
+from epochlog.controller.storage_events import StorageEvents
 from epochlog.testing.faults import FaultInjector
 from epochlog.zk import controller_zk as zkc
 from epochlog.zk.session import WatchHandle, watch_data
@@ -79,7 +80,7 @@ def _broker_info(registered: RegisteredBroker) -> BrokerInfo:
     )
 
 
-class Controller(ControllerRequests):
+class Controller(ControllerRequests, StorageEvents):
     def __init__(
         self,
         broker_id: int,
@@ -106,6 +107,7 @@ class Controller(ControllerRequests):
         # Requests waiting on an event (AlterPartition, CreateTopics, ...): a controller that
         # stops answers them ControllerMovedError at once, so no caller waits out its timeout.
         self._waiting: set[asyncio.Future[Any]] = set()
+        self._resends: dict[int, int] = {}
 
     @property
     def is_active(self) -> bool:
@@ -136,6 +138,7 @@ class Controller(ControllerRequests):
             watch_topic_deletions(
                 self.zk, loop, lambda _topics: self._enqueue(self._topic_deletion)
             ),
+            self._watch_log_dir_events(loop),
         ]
         if self.config["auto.leader.rebalance.enable"]:
             self._timers.append(loop.create_task(self._rebalance_timer()))
@@ -288,6 +291,7 @@ class Controller(ControllerRequests):
         futures = []
         for request in plan.batch.build(self.ctx):
             futures.append(self.channel.send(request))
+            self._watch_answer(request, futures[-1])
             # Let the broker's sender put it on the wire before the next one is built: the new
             # leaders apply their LeaderAndIsr while the UpdateMetadata bodies are being built.
             await asyncio.sleep(0)
@@ -371,6 +375,8 @@ class Controller(ControllerRequests):
         log.info(
             "broker change: new %s, dead %s, bounced %s", change.new, change.dead, change.bounced
         )
+        for broker_id in [*change.new, *change.dead, *change.bounced]:
+            self.clear_offline(broker_id)
         for broker_id in change.dead:
             self.ctx.live_brokers.pop(broker_id, None)
             self.ctx.shutting_down.discard(broker_id)

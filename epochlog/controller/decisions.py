@@ -106,10 +106,9 @@ def on_controller_failover(
     a bounce it sees. Without this the new controller would keep it leader at the same epoch
     and the followers would truncate to its shorter log (the test-only switch passes {}).
     """
-    plan = Plan()
     if bounced is None:
         bounced = bounced_isr_members(ctx)
-    _remove_bounced_isr_members(ctx, plan, unclean, bounced)
+    plan = _on_replicas_gone(ctx, {tp: set(b) for tp, b in bounced.items()}, unclean)
     plan.batch.add_update_metadata(ctx.live_brokers, ctx.all_partitions())
     for tp in ctx.all_partitions():
         if tp in ctx.states and tp[0] not in ctx.topics_being_deleted:
@@ -132,25 +131,6 @@ def bounced_isr_members(ctx: ControllerContext) -> dict[TopicPartition, set[int]
     return bounced
 
 
-def _remove_bounced_isr_members(
-    ctx: ControllerContext,
-    plan: Plan,
-    unclean: UncleanPolicy,
-    bounced: Mapping[TopicPartition, Collection[int]],
-) -> None:
-    eligible = ctx.eligible_brokers()
-    for tp, brokers in sorted(bounced.items()):
-        state = ctx.states[tp]
-        isr = isr_without(state.isr, brokers)  # the last member stays: it holds the data
-        leader = state.leader
-        if leader in brokers or leader == NO_LEADER:
-            # The first live member of what is left leads; the bounced broker only if it was
-            # the last member, and then at a new leader epoch.
-            election = offline_leader(ctx.replicas(tp), isr, eligible, unclean(tp[0]))
-            leader, isr = election if election is not None else (NO_LEADER, isr)
-        plan.updates[tp] = state.with_leader(leader, isr, ctx.epoch)
-
-
 def _elect_offline(ctx: ControllerContext, plan: Plan, unclean: UncleanPolicy) -> None:
     eligible = ctx.eligible_brokers()
     unborn = [
@@ -166,7 +146,9 @@ def _elect_offline(ctx: ControllerContext, plan: Plan, unclean: UncleanPolicy) -
     for tp in list(ctx.offline_partitions()):
         state = plan.new_state(ctx, tp)
         assert state is not None
-        election = offline_leader(ctx.replicas(tp), state.isr, eligible, unclean(tp[0]))
+        election = offline_leader(
+            ctx.replicas(tp), state.isr, ctx.eligible_for(tp, eligible), unclean(tp[0])
+        )
         if election is None:
             continue
         leader, isr = election
@@ -182,31 +164,75 @@ def on_broker_failure(
     Partitions they led elect a new leader from the live ISR (or go leaderless); they leave
     every ISR, except that the last member of an ISR stays (it holds the data).
     """
-    plan = Plan()
     dead = set(dead_brokers)
-    eligible = ctx.eligible_brokers()
+    gone = {}
     for tp in ctx.all_partitions():
-        if tp[0] in ctx.topics_being_deleted or tp not in ctx.states:
+        hosted = dead.intersection(ctx.replicas(tp))
+        if hosted:
+            gone[tp] = hosted
+    plan = _on_replicas_gone(ctx, gone, unclean)
+    plan.batch.add_update_metadata(ctx.live_brokers)
+    return plan
+
+
+def on_replicas_offline(
+    ctx: ControllerContext,
+    offline: Mapping[TopicPartition, Collection[int]],
+    unclean: UncleanPolicy = never_unclean,
+) -> Plan:
+    """Replicas a live broker cannot serve (it answered KAFKA_STORAGE_ERROR for them: a damaged
+    log, an offline log dir); the caller has recorded them in `ctx.offline_replicas`. Kafka's
+    onReplicasBecomeOffline, with on_broker_failure's rules per replica: a partition they led
+    elects a leader among the other online ISR members (or goes leaderless), they leave the ISR
+    (the last member stays). Their broker still hears the partition's state (as a follower),
+    and an answer without error takes the replica back."""
+    return _on_replicas_gone(ctx, {tp: set(brokers) for tp, brokers in offline.items()}, unclean)
+
+
+def on_replicas_online(
+    ctx: ControllerContext,
+    partitions: Collection[TopicPartition],
+    unclean: UncleanPolicy = never_unclean,
+) -> Plan:
+    """Replicas of `partitions` taken back from `ctx.offline_replicas`: every broker hears
+    their new offline-replica lists, and partitions left without a leader may elect now."""
+    plan = Plan()
+    plan.batch.add_changed_partitions(partitions)
+    _elect_offline(ctx, plan, unclean)
+    return plan
+
+
+def _on_replicas_gone(
+    ctx: ControllerContext, gone: Mapping[TopicPartition, set[int]], unclean: UncleanPolicy
+) -> Plan:
+    plan = Plan()
+    eligible = ctx.eligible_brokers()
+    for tp, removed in sorted(gone.items()):
+        if tp[0] in ctx.topics_being_deleted or tp not in ctx.states or not removed:
             continue
         replicas = ctx.replicas(tp)
-        if not dead & set(replicas):
-            continue
         state = ctx.states[tp]
-        if state.leader in dead or (state.leader != NO_LEADER and not ctx.is_live(state.leader)):
-            election = offline_leader(replicas, state.isr, eligible, unclean(tp[0]))
+        if state.leader in removed or (state.leader != NO_LEADER and not ctx.is_live(state.leader)):
+            # The removed replicas lead again only as the last ISR member (a bounced one is
+            # live: it must not win over the rest of the ISR).
+            election = offline_leader(
+                replicas,
+                isr_without(state.isr, removed),
+                ctx.eligible_for(tp, eligible),
+                unclean(tp[0]),
+            )
             if election is not None:
                 leader, isr = election
                 new = state.with_leader(leader, isr, ctx.epoch)
             else:
-                new = state.with_leader(NO_LEADER, isr_without(state.isr, dead), ctx.epoch)
-        elif dead & set(state.isr):
-            new = state.with_leader(state.leader, isr_without(state.isr, dead), ctx.epoch)
+                new = state.with_leader(NO_LEADER, isr_without(state.isr, removed), ctx.epoch)
+        elif removed & set(state.isr):
+            new = state.with_leader(state.leader, isr_without(state.isr, removed), ctx.epoch)
         else:
             plan.batch.add_changed_partitions([tp])  # offline replicas changed
             continue
         plan.updates[tp] = new
         plan.batch.add_leader_and_isr(_live_replicas(ctx, tp), tp)
-    plan.batch.add_update_metadata(ctx.live_brokers)
     return plan
 
 
@@ -224,7 +250,9 @@ def on_controlled_shutdown(ctx: ControllerContext, broker: int) -> Plan:
         if state is None or len(replicas) <= 1 or tp[0] in ctx.topics_being_deleted:
             continue
         if state.leader == broker:
-            election = controlled_shutdown_leader(replicas, state.isr, live, ctx.shutting_down)
+            election = controlled_shutdown_leader(
+                replicas, state.isr, ctx.eligible_for(tp, live), ctx.shutting_down
+            )
             if election is None:
                 continue
             leader, isr = election
@@ -276,7 +304,7 @@ def on_preferred_election(
         replicas = ctx.replicas(tp)
         if state.leader == replicas[0]:
             continue
-        election = preferred_leader(replicas, state.isr, eligible)
+        election = preferred_leader(replicas, state.isr, ctx.eligible_for(tp, eligible))
         if election is None:
             continue
         leader, isr = election

@@ -259,7 +259,9 @@ def update_metadata(
                 isr=list(state.isr),
                 zk_version=state.partition_epoch,
                 replicas=list(replicas),
-                offline_replicas=[r for r in replicas if not ctx.is_live(r)],
+                offline_replicas=[
+                    r for r in replicas if not ctx.is_replica_online(r, (topic, partition))
+                ],
             )
         )
     return m.UpdateMetadataRequest(

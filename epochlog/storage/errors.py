@@ -72,6 +72,25 @@ class CheckpointFormatError(StorageError):
         super().__init__(f"malformed checkpoint file {where}: {reason}")
 
 
+class LogDamageError(StorageError):
+    """A batch on disk that cannot be read where the log says one starts: bad magic, an
+    impossible length, a header or batch torn by the end of the segment, or (when verified) a
+    failed CRC. Everything from `position` of the segment at `segment_base` on is untrusted.
+
+    The partition answers KAFKA_STORAGE_ERROR (never the bytes), and the log is cut at the damage
+    by `PartitionLog.recover_from_damage`, as recovery after a crash would have cut it."""
+
+    def __init__(self, message: str, segment_base: int, position: int) -> None:
+        super().__init__(message)
+        self.segment_base = segment_base
+        self.position = position
+
+
+class LogDirOfflineError(StorageError):
+    """The log dir holding a partition is offline (an I/O error or a full disk, KIP-112):
+    the partition answers KAFKA_STORAGE_ERROR until the dir is usable again."""
+
+
 class LogDirError(StorageError):
     """A log dir that cannot be used: locked by another process, or it belongs to another broker
     or cluster (meta.properties)."""

@@ -48,6 +48,7 @@ from epochlog.storage.errors import (
     CheckpointFormatError,
     InconsistentTopicIdError,
     LeaderEpochRegressionError,
+    LogDamageError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
     RecordTooLargeError,
@@ -458,6 +459,59 @@ class PartitionLog:
 
     def epoch_for_offset(self, offset: int) -> int | None:
         return self.leader_epoch_cache.epoch_for_offset(offset)
+
+    # ----------------------------------------------------------------------------- damage
+
+    def iter_headers(self) -> Iterator[BatchHeader]:
+        """Every batch header of the log, in order, without CRC checks. Raises LogDamageError at
+        the first header that does not parse or a batch torn by the end of its segment."""
+        for segment in self._segments:
+            for _, header in segment.iter_batches():
+                yield header
+
+    def recover_from_damage(self, damage: LogDamageError) -> int:
+        """Cut the log at the damage a walk found: the segment holding it is recovered as after
+        a crash (every batch verified, CRC included, cut at the first bad one, indexes rebuilt)
+        and every later segment is deleted, since its offsets no longer continue the log. The
+        leader epoch cache is re-derived for the recovered segment and cut at the new end.
+        Returns the bytes removed (0 when the segment turns out sound and nothing went)."""
+        try:
+            index = self._bases.index(damage.segment_base)
+        except ValueError:
+            return 0  # the segment is gone already (retention, truncation)
+        segment = self._segments[index]
+        previous_epoch = -1
+        for earlier in reversed(self._segments[:index]):
+            if not earlier.is_empty:
+                previous_epoch = earlier.last_epoch
+                break
+        self.epoch_checkpoint.write_pending()
+        self.leader_epoch_cache.truncate_from_end(segment.base_offset)
+        result = segment.recover(previous_epoch)
+        for epoch, start in result.epoch_starts:
+            latest = self.leader_epoch_cache.latest_epoch
+            if latest is None or epoch > latest:
+                self.leader_epoch_cache.assign(epoch, start)
+        removed = result.truncated_bytes
+        if removed:
+            for later in self._segments[index + 1 :]:
+                removed += later.size
+                logger.warning("%s: deleting %s after the damage", self._name, later.log_path.name)
+                later.delete()
+            del self._segments[index + 1 :]
+            del self._bases[index + 1 :]
+        end = self.log_end_offset
+        self.leader_epoch_cache.truncate_from_end(end)
+        self.recovery_point = min(self.recovery_point, end)
+        self.log_start_offset = min(self.log_start_offset, end)
+        logger.warning(
+            "%s: damaged log cut at offset %d (%d bytes removed): %s",
+            self._name,
+            end,
+            removed,
+            damage,
+        )
+        return removed
 
     # ------------------------------------------------------------------------- truncation
 

@@ -12,12 +12,20 @@ New partitions go to the log dir holding the fewest. Deleting a partition rename
 `<topic>-<partition>.<uuid>-delete` first, as Kafka does, so a crash half-way through leaves a
 dir that the next startup finishes removing rather than a half-deleted log.
 
+A log dir whose logs hit an I/O error (a full disk, EIO) goes offline (`handle_io_error`, Kafka's
+LogDirFailureChannel, KIP-112): its logs are closed without flushing, its partitions are no longer
+served (`get_log` None, `is_offline` True, creating them elsewhere is refused with
+LogDirOfflineError) and its checkpoints are skipped; the listener (the replica manager) is told
+once. `reload_dir` brings it back once usable (see `log_dirs.probe_dir`): its logs are recovered
+from the recovery points they had, as after a crash, since the last writes may be torn.
+
 The high watermarks belong to the replica manager; it writes and reads them here
 (`replication-offset-checkpoint`) because the file sits in each log dir.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
@@ -34,7 +42,7 @@ from epochlog.storage.checkpoint import (
     write_meta_properties,
 )
 from epochlog.storage.config import LogConfig
-from epochlog.storage.errors import CheckpointFormatError, LogDirError
+from epochlog.storage.errors import CheckpointFormatError, LogDirError, LogDirOfflineError
 from epochlog.storage.files import fsync_dir
 from epochlog.storage.layout import (
     CLEAN_SHUTDOWN_FILE,
@@ -73,6 +81,11 @@ class LogManager:
         self._log_dir_of: dict[TopicPartition, Path] = {}
         self._locks: dict[Path, int] = {}
         self.had_clean_shutdown: dict[Path, bool] = {}
+        # Offline dirs -> why; and the offsets their logs had when they went offline.
+        self.offline_dirs: dict[Path, str] = {}
+        self._offline_offsets: dict[TopicPartition, tuple[int, int]] = {}
+        # Told (dir, partitions) once when a dir goes offline (the replica manager).
+        self.on_dir_offline: Callable[[Path, list[TopicPartition]], None] | None = None
 
     # ---------------------------------------------------------------------------- startup
 
@@ -167,6 +180,68 @@ class LogManager:
             marker.unlink()
             fsync_dir(log_dir)
 
+    # --------------------------------------------------------------------- offline dirs
+
+    def dir_of(self, topic: str, partition: int) -> Path | None:
+        return self._log_dir_of.get((topic, partition))
+
+    def is_offline(self, topic: str, partition: int) -> bool:
+        """The partition has a log in a dir that is offline."""
+        log_dir = self._log_dir_of.get((topic, partition))
+        return log_dir is not None and log_dir in self.offline_dirs
+
+    def handle_io_error(self, log_dir: Path | None, error: OSError) -> None:
+        """An I/O error in `log_dir`: take it offline (once)."""
+        if log_dir is None or log_dir in self.offline_dirs:
+            return
+        self.mark_dir_offline(log_dir, str(error))
+
+    def mark_dir_offline(self, log_dir: Path, reason: str) -> list[TopicPartition]:
+        """Close the dir's logs (no flush: the dir is failing), stop serving and checkpointing
+        it, tell the listener. Returns its partitions."""
+        self.offline_dirs[log_dir] = reason
+        keys = sorted(k for k, d in self._log_dir_of.items() if d == log_dir)
+        for key in keys:
+            log = self._logs.pop(key, None)
+            if log is None:
+                continue
+            self._offline_offsets[key] = (log.recovery_point, log.log_start_offset)
+            with contextlib.suppress(OSError):  # the descriptors go with the objects anyway
+                log.close(flush=False)
+        logger.error(
+            "log dir %s is offline (%s): its %d partitions answer KAFKA_STORAGE_ERROR and its "
+            "checkpoints are skipped until it is usable again",
+            log_dir,
+            reason,
+            len(keys),
+        )
+        if self.on_dir_offline is not None:
+            self.on_dir_offline(log_dir, keys)
+        return keys
+
+    def reload_dir(self, log_dir: Path, now_ms: int | None = None) -> list[TopicPartition]:
+        """Bring an offline dir back: recover each of its logs from the recovery point it had
+        (its last writes may be torn), serve them again. Returns its partitions."""
+        now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+        keys = sorted(k for k, d in self._log_dir_of.items() if d == log_dir)
+        for key in keys:
+            recovery_point, start = self._offline_offsets.pop(key, (0, 0))
+            self._logs[key] = PartitionLog.open(
+                log_dir / partition_dir_name(*key),
+                self._config(key[0]),
+                recovery_point=recovery_point,
+                log_start_offset=start,
+                had_clean_shutdown=False,
+                now_ms=now,
+            )
+        del self.offline_dirs[log_dir]
+        logger.warning("log dir %s is online again with %d partitions", log_dir, len(keys))
+        return keys
+
+    @property
+    def online_dirs(self) -> list[Path]:
+        return [d for d in self.log_dirs if d not in self.offline_dirs]
+
     def _config(self, topic: str) -> LogConfig:
         if self._config_for_topic is not None:
             return self._config_for_topic(topic)
@@ -197,11 +272,18 @@ class LogManager:
             if config is not None:
                 log.config = config
             return log
+        offline = self._log_dir_of.get(key)
+        if offline is not None:
+            raise LogDirOfflineError(
+                f"{topic}-{partition}: log dir {offline} is offline ({self.offline_dirs[offline]})"
+            )
         validate_topic_name(topic)
         if partition < 0:
             raise ValueError(f"partition {partition} of {topic} is negative")
+        if not self.online_dirs:
+            raise LogDirOfflineError(f"{topic}-{partition}: every log dir is offline")
         log_dir = min(
-            self.log_dirs,
+            self.online_dirs,
             key=lambda d: sum(1 for owner in self._log_dir_of.values() if owner == d),
         )
         directory = log_dir / partition_dir_name(topic, partition)
@@ -246,29 +328,41 @@ class LogManager:
     # ------------------------------------------------------------------------ checkpoints
 
     def _per_dir(self, logs: Iterable[TopicPartition]) -> dict[Path, list[TopicPartition]]:
-        result: dict[Path, list[TopicPartition]] = {d: [] for d in self.log_dirs}
+        """The online dirs with their partitions among `logs` (offline dirs are skipped)."""
+        result: dict[Path, list[TopicPartition]] = {d: [] for d in self.online_dirs}
         for key in logs:
-            result[self._log_dir_of[key]].append(key)
+            keys = result.get(self._log_dir_of[key])
+            if keys is not None:
+                keys.append(key)
         return result
+
+    def _write_checkpoint(self, path: Path, offsets: Mapping[TopicPartition, int]) -> None:
+        """Write one dir's checkpoint; an I/O error takes the dir offline instead of raising."""
+        try:
+            OffsetCheckpointFile(path).write(offsets)
+        except OSError as exc:
+            self.handle_io_error(path.parent, exc)
 
     def checkpoint_recovery_points(self) -> None:
         for log_dir, keys in self._per_dir(self._logs).items():
-            OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).write(
-                {key: self._logs[key].recovery_point for key in keys}
+            self._write_checkpoint(
+                log_dir / RECOVERY_POINT_CHECKPOINT,
+                {key: self._logs[key].recovery_point for key in keys},
             )
 
     def checkpoint_log_start_offsets(self) -> None:
         for log_dir, keys in self._per_dir(self._logs).items():
-            OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).write(
-                {key: self._logs[key].log_start_offset for key in keys}
+            self._write_checkpoint(
+                log_dir / LOG_START_OFFSET_CHECKPOINT,
+                {key: self._logs[key].log_start_offset for key in keys},
             )
 
     def write_high_watermarks(self, high_watermarks: Mapping[TopicPartition, int]) -> None:
-        """replication-offset-checkpoint of every dir, for the partitions it holds."""
+        """replication-offset-checkpoint of every online dir, for the partitions it holds."""
         known = [key for key in high_watermarks if key in self._log_dir_of]
         for log_dir, keys in self._per_dir(known).items():
-            OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).write(
-                {key: high_watermarks[key] for key in keys}
+            self._write_checkpoint(
+                log_dir / REPLICATION_OFFSET_CHECKPOINT, {key: high_watermarks[key] for key in keys}
             )
 
     def read_high_watermarks(self) -> dict[TopicPartition, int]:
@@ -283,11 +377,14 @@ class LogManager:
         """Flush and close every log, checkpoint, and mark each dir cleanly shut down."""
         if not self._locks:
             return  # never started, or already shut down: the checkpoints on disk stand
-        for log in self._logs.values():
-            log.close()
+        for key, log in list(self._logs.items()):
+            try:
+                log.close()
+            except OSError as exc:
+                self.handle_io_error(self._log_dir_of.get(key), exc)
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
-        for log_dir in self.log_dirs:
+        for log_dir in self.online_dirs:  # an offline dir recovers at the next start
             marker = log_dir / CLEAN_SHUTDOWN_FILE
             with open(marker, "wb") as out:
                 os.fsync(out.fileno())

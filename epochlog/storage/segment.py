@@ -39,7 +39,7 @@ from epochlog.protocol.records import (
     verify_batch,
 )
 from epochlog.storage.config import INT32_MAX, LogConfig
-from epochlog.storage.errors import CorruptIndexError, StorageError
+from epochlog.storage.errors import CorruptIndexError, LogDamageError, StorageError
 from epochlog.storage.files import FileSlice, SharedFile
 from epochlog.storage.index import OffsetIndex, TimeIndex
 from epochlog.storage.layout import (
@@ -402,7 +402,7 @@ class LogSegment:
             self.offset_index.sanity_check(self.size)
             self._load_tail()
             self.time_index.sanity_check(self.last_offset)
-        except (CorruptIndexError, CorruptRecordError) as exc:
+        except (CorruptIndexError, CorruptRecordError, LogDamageError) as exc:
             logger.warning("%s: %s; recovering the segment", self.log_path, exc)
             return False
         return True
@@ -453,7 +453,7 @@ class LogSegment:
                 epoch_floor = epoch
                 self._track_batch(position, header)
                 valid_end = position + header.size
-        except CorruptRecordError as exc:
+        except (CorruptRecordError, LogDamageError) as exc:
             problem = str(exc)
         truncated = self.size - valid_end
         if truncated:
@@ -491,14 +491,19 @@ class LogSegment:
 
     # ------------------------------------------------------------------------- batch walks
 
+    def _damage(self, position: int, problem: object) -> LogDamageError:
+        return LogDamageError(
+            f"{self.log_path}, position {position}: {problem}", self.base_offset, position
+        )
+
     def _parse_header(self, buf: bytes, offset_in_buf: int, position: int) -> BatchHeader:
         try:
             return parse_batch_header(buf, offset_in_buf)
         except CorruptRecordError as exc:
-            raise CorruptRecordError(f"{self.log_path}, position {position}: {exc}") from None
+            raise self._damage(position, exc) from None
 
     def _batches(self, start: int, verify: bool = False) -> Iterator[tuple[int, BatchHeader]]:
-        """Walk batches from `start`, reading a chunk at a time. Raises CorruptRecordError at a
+        """Walk batches from `start`, reading a chunk at a time. Raises LogDamageError at a
         batch that is torn, malformed or (with `verify`) fails its CRC."""
         end = self.size
         chunk = RECOVERY_CHUNK if verify else WALK_CHUNK
@@ -512,9 +517,10 @@ class LogSegment:
                 buf_start, rel = position, 0
             header = self._parse_header(buf, rel, position)
             if header.size > end - position:
-                raise CorruptRecordError(
-                    f"{self.log_path}, position {position}: batch of {header.size} bytes is torn, "
-                    f"{end - position} bytes remain in the segment"
+                raise self._damage(
+                    position,
+                    f"batch of {header.size} bytes is torn, {end - position} bytes remain in "
+                    "the segment",
                 )
             if verify:
                 if header.size > STREAMING_VERIFY_THRESHOLD:
@@ -526,9 +532,7 @@ class LogSegment:
                     try:
                         verify_batch(buf, rel, header)
                     except CorruptRecordError as exc:
-                        raise CorruptRecordError(
-                            f"{self.log_path}, position {position}: {exc}"
-                        ) from None
+                        raise self._damage(position, exc) from None
             yield position, header
             position += header.size
 
@@ -539,11 +543,12 @@ class LogSegment:
         while cursor < stop:
             piece = self.file.pread(min(RECOVERY_CHUNK, stop - cursor), cursor)
             if not piece:
-                raise CorruptRecordError(f"{self.log_path}, position {position}: batch is torn")
+                raise self._damage(position, "batch is torn")
             crc = crc32c.crc32c(piece, crc)
             cursor += len(piece)
         if crc != header.crc:
-            raise CorruptRecordError(
-                f"{self.log_path}, position {position} (base offset {header.base_offset}) "
-                f"fails its CRC: stored {header.crc:#010x}, computed {crc:#010x}"
+            raise self._damage(
+                position,
+                f"batch at base offset {header.base_offset} fails its CRC: stored "
+                f"{header.crc:#010x}, computed {crc:#010x}",
             )

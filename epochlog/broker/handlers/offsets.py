@@ -23,6 +23,7 @@ from epochlog.protocol import messages as m
 from epochlog.protocol.api import Request
 from epochlog.protocol.errors import ErrorCode
 from epochlog.storage import StorageError
+from epochlog.storage.errors import LogDamageError
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,8 @@ async def handle_list_offsets(
                 )
             except (PartitionError, StorageError) as exc:
                 log.debug("ListOffsets %s-%d: %s", topic.name, p.partition_index, exc)
+                if isinstance(exc, LogDamageError):
+                    rm.on_log_damage(partition, exc)
                 entry.error_code = exc.error_code
                 continue
             if found is not None:
