@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from epochlog.broker.delayed import DelayedOperation, resolve
 from epochlog.broker.isr_rules import delayed_produce_status
@@ -39,6 +39,8 @@ class ProducePartitionResult:
     last_offset: int = -1
     log_append_time: int = -1
     log_start_offset: int = -1
+    # (index of the record in its batch, message): Produce v8+ RecordErrors
+    record_errors: list[tuple[int, str]] = field(default_factory=list)
 
 
 def append_to_leader(
@@ -53,17 +55,24 @@ def append_to_leader(
     topic, index = key
     try:
         partition = rm.partition_or_error(topic, index)
+        config = partition.log.config
         header = validate_partition_records(
             records,
             version=version,
-            max_message_bytes=partition.log.config.max_message_bytes,
+            max_message_bytes=config.max_message_bytes,
             where=partition.name,
+            max_decompressed_bytes=config.max_decompressed_bytes,
+            log_append_time=config.log_append_time,
         )
         assert records is not None
         result = partition.append_records_as_leader(
             records, header, required_acks, partition.settings.min_insync_replicas, now
         )
-    except (PartitionError, ProduceValidationError, StorageError) as exc:
+    except ProduceValidationError as exc:
+        level = logging.WARNING if exc.error_code in _LOUD else logging.DEBUG
+        log.log(level, "produce to %s-%d: %s", topic, index, exc)
+        return ProducePartitionResult(exc.error_code, str(exc), record_errors=exc.record_errors)
+    except (PartitionError, StorageError) as exc:
         level = logging.WARNING if exc.error_code in _LOUD else logging.DEBUG
         log.log(level, "produce to %s-%d: %s", topic, index, exc)
         return ProducePartitionResult(exc.error_code, str(exc))

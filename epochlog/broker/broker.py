@@ -64,6 +64,7 @@ def log_config_from(config: BrokerConfig) -> LogConfig:
         max_message_bytes=config["message.max.bytes"],
         flush_interval_messages=config["log.flush.interval.messages"],
         message_timestamp_type=config["log.message.timestamp.type"],
+        decompressed_max_multiple=config["epochlog.message.max.decompressed.multiple"],
     )
 
 

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from epochlog.storage.config import DEFAULT_DECOMPRESSED_MAX_MULTIPLE
+
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 
@@ -119,6 +121,18 @@ DEFINITIONS: dict[str, Definition] = {
         -1,
         "free bytes an offline log dir needs to come back online; -1: log.segment.bytes",
         _at_least(-1),
+    ),
+    "epochlog.message.max.decompressed.multiple": Definition(
+        "int",
+        DEFAULT_DECOMPRESSED_MAX_MULTIPLE,
+        "The most a record batch may take once decompressed, as a multiple of the topic's "
+        "max.message.bytes (message.max.bytes by default). A produced batch is decompressed as a "
+        "stream and checked record by record; as soon as its output passes this bound "
+        "decompression stops and the batch is refused with INVALID_RECORD, nothing appended. "
+        "Reads that look inside a stored batch (ListOffsets by timestamp) stop at the same bound "
+        "and answer from the batch header instead. No request can make the broker decompress or "
+        "hold more than this per batch.",
+        _at_least(1),
     ),
 }
 

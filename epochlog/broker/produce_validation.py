@@ -14,14 +14,20 @@ Partition level, Kafka's order (`ProduceRequest.validateRecords`, then `LogValid
 - The CRC-32C must match: CORRUPT_MESSAGE.
 - Control batches, transactional batches, counts that disagree with the offset delta, and a
   producer id without a base sequence are INVALID_RECORD.
-A failed check raises `ProduceValidationError` carrying the code and a message naming the
-partition and what was wrong; the caller appends nothing for that partition.
+- Then every record is walked, a compressed batch decompressed as a stream that stops at
+  `max_decompressed_bytes` (`protocol.record_validation`): a payload that does not decompress or
+  records that do not parse are CORRUPT_MESSAGE; a record count, offset delta, record size or
+  max timestamp that disagrees with the header, or an expansion past the bound, INVALID_RECORD.
+A failed check raises `ProduceValidationError` carrying the code, a message naming the
+partition and what was wrong, and (for one record's fault) Kafka's per-record error: its index in
+the batch and the message; the caller appends nothing for that partition.
 """
 
 from __future__ import annotations
 
 from epochlog.protocol.compression import Compression
 from epochlog.protocol.errors import ErrorCode
+from epochlog.protocol.record_validation import RecordsError, check_batch_records
 from epochlog.protocol.records import (
     BATCH_HEADER_SIZE,
     COMPRESSION_MASK,
@@ -32,15 +38,23 @@ from epochlog.protocol.records import (
     parse_batch_header,
     read_offset_and_length,
 )
+from epochlog.storage.config import DEFAULT_DECOMPRESSED_MAX_MULTIPLE
 
 VALID_ACKS = (0, 1, -1)
 ZSTD_MIN_PRODUCE_VERSION = 7
 
 
 class ProduceValidationError(Exception):
-    def __init__(self, error_code: ErrorCode, message: str) -> None:
+    def __init__(
+        self,
+        error_code: ErrorCode,
+        message: str,
+        record_errors: list[tuple[int, str]] | None = None,
+    ) -> None:
         super().__init__(message)
         self.error_code = error_code
+        # (index of the record in its batch, what was wrong with it): Produce v8+ RecordErrors
+        self.record_errors = record_errors or []
 
 
 def request_error(acks: int, transactional_id: str | None) -> ProduceValidationError | None:
@@ -63,8 +77,14 @@ def validate_partition_records(
     version: int,
     max_message_bytes: int,
     where: str,
+    max_decompressed_bytes: int | None = None,
+    log_append_time: bool = False,
 ) -> BatchHeader:
-    """Check one partition's records; return the header of its single batch."""
+    """Check one partition's records; return the header of its single batch.
+
+    `max_decompressed_bytes` bounds the decompressed records (by default
+    DEFAULT_DECOMPRESSED_MAX_MULTIPLE times `max_message_bytes`); with `log_append_time` the
+    header's max timestamp is not compared with the records', since the broker overwrites it."""
     if not records:
         raise ProduceValidationError(ErrorCode.INVALID_RECORD, f"{where}: no record batch")
     total = len(records)
@@ -139,4 +159,19 @@ def validate_partition_records(
             ErrorCode.INVALID_RECORD,
             f"{where}: producer id {header.producer_id} without a base sequence",
         )
+    if max_decompressed_bytes is None:
+        max_decompressed_bytes = DEFAULT_DECOMPRESSED_MAX_MULTIPLE * max_message_bytes
+    try:
+        check_batch_records(
+            records,
+            header,
+            max_decompressed_bytes=max_decompressed_bytes,
+            check_max_timestamp=not log_append_time,
+        )
+    except RecordsError as exc:
+        codec = header.compression
+        kind = "uncompressed" if codec is Compression.NONE else codec.name.lower()
+        message = f"{where}: {kind} batch: {exc}"
+        record_errors = [] if exc.record_index is None else [(exc.record_index, message)]
+        raise ProduceValidationError(exc.error_code, message, record_errors) from None
     return header

@@ -1,10 +1,12 @@
 """Record batch v2 (magic 2): the broker's view and the client's view.
 
-The broker never decodes records. It reads the 61-byte batch header, verifies the CRC-32C that
-covers everything from the attributes to the end of the batch, and stamps the base offset and the
-partition leader epoch into the header in place; neither field is covered by the CRC, so the
-client's CRC stays valid. Clients build and read whole batches: `RecordBatchBuilder` writes one,
-`decode_batch` reads one back, with gzip, snappy, lz4 or zstd compression (see `compression`).
+The broker never builds records. It reads the 61-byte batch header, verifies the CRC-32C that
+covers everything from the attributes to the end of the batch, walks a producer's records to
+check them against the header without keeping any (`record_validation`), and stamps the base
+offset and the partition leader epoch into the header in place; neither field is covered by the
+CRC, so the client's CRC stays valid. Clients build and read whole batches:
+`RecordBatchBuilder` writes one, `decode_batch` reads one back, with gzip, snappy, lz4 or zstd
+compression (see `compression`).
 
 Layout (big-endian), from Kafka's DefaultRecordBatch:
 

@@ -19,6 +19,11 @@ CREATE_TIME = "CreateTime"
 LOG_APPEND_TIME = "LogAppendTime"
 
 _DAY_MS = 24 * 60 * 60 * 1000
+# Kafka has no such bound. Producers cap batches by their uncompressed size (librdkafka) or by
+# an estimate of the compressed size (the Java client's batch.size, 16 KiB by default), so a
+# real batch expands by its compression ratio at most: 64 leaves room for highly repetitive data
+# while a zip bomb costs at most 64 MiB of decompression at the default message.max.bytes.
+DEFAULT_DECOMPRESSED_MAX_MULTIPLE = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +47,9 @@ class LogConfig:
     flush_interval_messages: int = INT64_MAX
     # message.timestamp.type (broker: log.message.timestamp.type): CreateTime or LogAppendTime.
     message_timestamp_type: str = CREATE_TIME
+    # No topic key (broker: epochlog.message.max.decompressed.multiple): a batch's records may
+    # take at most this many times max.message.bytes once decompressed, on produce and on reads.
+    decompressed_max_multiple: int = DEFAULT_DECOMPRESSED_MAX_MULTIPLE
 
     def __post_init__(self) -> None:
         # 61 bytes is the smallest batch; a smaller segment could never hold one.
@@ -54,6 +62,7 @@ class LogConfig:
         _require(self.retention_bytes >= -1, "retention.bytes")
         _require(self.max_message_bytes >= 0, "max.message.bytes")
         _require(self.flush_interval_messages >= 1, "flush.messages")
+        _require(self.decompressed_max_multiple >= 1, "epochlog.message.max.decompressed.multiple")
         if self.message_timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
             raise ValueError(
                 f"message.timestamp.type must be CreateTime or LogAppendTime, "
@@ -63,6 +72,11 @@ class LogConfig:
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == LOG_APPEND_TIME
+
+    @property
+    def max_decompressed_bytes(self) -> int:
+        """The most a batch's records may take decompressed (produce validation and reads)."""
+        return self.decompressed_max_multiple * self.max_message_bytes
 
     def with_topic_overrides(self, overrides: Mapping[str, str]) -> LogConfig:
         """A copy with topic-level settings applied, keyed by Kafka's topic config names."""

@@ -7,7 +7,9 @@ it records (batch last offset, batch position) in the offset index and (largest 
 its offset) in the time index, as Kafka does.
 
 Finding an offset means an index lookup and then a walk over batch headers with `pread`, reading
-a chunk at a time; nothing is decoded. Reads return `FileSlice`s of whole batches.
+a chunk at a time; nothing is decoded. Reads return `FileSlice`s of whole batches. Only a search
+by timestamp looks inside one batch, the one whose max timestamp reaches the target: its records
+are walked one at a time, never decompressed whole (`protocol.record_validation`).
 
 Loading takes one of two paths. `load()` trusts the data: it sanity-checks both indexes, checks
 that the last offset-index entry points at a batch with that last offset, and walks the headers
@@ -30,11 +32,11 @@ from typing import NamedTuple
 import crc32c
 
 from epochlog.protocol.errors import CorruptRecordError
+from epochlog.protocol.record_validation import RecordsError, find_record_at_or_after
 from epochlog.protocol.records import (
     ATTRIBUTES_OFFSET,
     BATCH_HEADER_SIZE,
     BatchHeader,
-    decode_batch,
     parse_batch_header,
     verify_batch,
 )
@@ -374,17 +376,41 @@ class LogSegment:
     def _first_record_at_or_after(
         self, position: int, header: BatchHeader, timestamp: int, starting_offset: int
     ) -> TimestampAndOffset:
+        """The first record of the batch at `position` (whose max timestamp is >= `timestamp`)
+        at or past both `timestamp` and `starting_offset`. Its records are walked one at a time,
+        a compressed batch decompressed as a stream that stops at that record and at the log's
+        max_decompressed_bytes; a batch bigger than that bound is not read at all."""
         epoch = header.partition_leader_epoch if header.partition_leader_epoch >= 0 else None
+        bound = self.config.max_decompressed_bytes
         if not header.is_log_append_time:
-            try:
-                batch = decode_batch(self.read_batch(position, header))
-            except CorruptRecordError as exc:
-                # The CRC held, so the producer wrote these records; answer at batch level.
-                logger.warning("%s: cannot decode batch at %d: %s", self.log_path, position, exc)
+            problem: str | None = None
+            if header.size > bound:
+                problem = f"it takes {header.size} bytes, more than the {bound} a read may hold"
             else:
-                for record in batch.records:
-                    if record.timestamp >= timestamp and record.offset >= starting_offset:
-                        return TimestampAndOffset(record.timestamp, record.offset, epoch)
+                try:
+                    found = find_record_at_or_after(
+                        self.read_batch(position, header),
+                        header,
+                        timestamp,
+                        starting_offset,
+                        max_decompressed_bytes=bound,
+                    )
+                except RecordsError as exc:
+                    problem = str(exc)
+                else:
+                    if found is not None:
+                        return TimestampAndOffset(found.timestamp, found.offset, epoch)
+            if problem is not None:
+                # Written before produce validation walked records, or by an older broker: the
+                # CRC held, so answer at batch level, as for LogAppendTime.
+                logger.warning(
+                    "%s: batch at %d (offsets %d-%d) not searched record by record: %s",
+                    self.log_path,
+                    position,
+                    header.base_offset,
+                    header.last_offset,
+                    problem,
+                )
         # LogAppendTime: every record carries the batch's timestamp.
         return TimestampAndOffset(
             header.max_timestamp, max(header.base_offset, starting_offset), epoch

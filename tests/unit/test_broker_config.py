@@ -72,3 +72,20 @@ def test_bad_listener_is_named() -> None:
 def test_unparseable_line_names_file_and_line() -> None:
     with pytest.raises(ConfigError, match="server.properties:2"):
         parse_properties("broker.id=1\nthis line has no separator\n")
+
+
+def test_decompression_bound_is_a_multiple_of_message_max_bytes() -> None:
+    from epochlog.broker.broker import log_config_from
+
+    default = log_config_from(BrokerConfig.from_dict(BASE))
+    assert default.max_decompressed_bytes == 64 * 1048588
+    config = BrokerConfig.from_dict(
+        {
+            **BASE,
+            "message.max.bytes": "100000",
+            "epochlog.message.max.decompressed.multiple": "8",
+        }
+    )
+    assert log_config_from(config).max_decompressed_bytes == 800_000
+    with pytest.raises(ConfigError, match="epochlog.message.max.decompressed.multiple"):
+        BrokerConfig.from_dict({**BASE, "epochlog.message.max.decompressed.multiple": "0"})

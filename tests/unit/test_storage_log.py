@@ -564,3 +564,53 @@ def test_a_prevalidated_batch_is_stamped_like_any_other_but_must_still_fit_a_seg
         log.append_as_leader(big, 3, NOW, validated=parse_batch_header(big))
     assert log.log_end_offset == 5
     log.close()
+
+
+def test_offset_for_timestamp_walks_a_compressed_batch_record_by_record(tmp_path):
+    from epochlog.protocol.compression import Compression
+    from epochlog.protocol.records import RecordBatchBuilder
+
+    log = PartitionLog.open(tmp_path / "orders-0", SMALL, now_ms=NOW)
+    try:
+        builder = RecordBatchBuilder(compression=Compression.ZSTD)
+        for i in range(50):
+            builder.append(1000 + (i * 13) % 50, b"k", b"v" * 100)
+        log.append_as_leader(builder.build(), 0, NOW)
+        found = log.offset_for_timestamp(1045)
+        # record i has 1000 + 13i mod 50: the first at or past 1045 is i = 15 (1045)
+        assert (found.timestamp, found.offset) == (1045, 15)
+    finally:
+        log.close()
+
+
+def test_offset_for_timestamp_over_a_stored_bomb_stops_at_the_bound(tmp_path):
+    """A batch that expands past max_decompressed_bytes, stored by a follower append (which
+    never looks at records), is searched within the bound and answered from its header."""
+    import dataclasses
+    import tracemalloc
+
+    from epochlog.protocol.compression import Compression
+    from epochlog.protocol.records import stamp_batch
+    from epochlog.testing.bad_batches import BASE_TIMESTAMP, zip_bomb_batch
+
+    config = dataclasses.replace(
+        SMALL, segment_bytes=1 << 20, max_message_bytes=100_000, decompressed_max_multiple=10
+    )
+    log = PartitionLog.open(tmp_path / "orders-0", config, now_ms=NOW)
+    try:
+        bomb = bytearray(zip_bomb_batch(Compression.ZSTD, 256 << 20, record_size=1 << 16))
+        stamp_batch(bomb, 0, 0, 0)
+        log.append_as_follower(bytes(bomb))
+        tracemalloc.start()
+        try:
+            found = log.offset_for_timestamp(BASE_TIMESTAMP + 4000)  # record 4000: 250 MiB in
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert (found.timestamp, found.offset) == (BASE_TIMESTAMP + 4095, 0)
+        assert peak < 2 * config.max_decompressed_bytes
+        # a record within the bound is still found exactly
+        found = log.offset_for_timestamp(BASE_TIMESTAMP + 3)
+        assert (found.timestamp, found.offset) == (BASE_TIMESTAMP + 3, 3)
+    finally:
+        log.close()

@@ -2,9 +2,11 @@
 
 acks=0 gets no response at all; if any partition failed the connection is closed instead, so
 the producer notices (Kafka's `handleProduceRequest`). From v8 a failed partition carries an
-ErrorMessage; from v10 a NOT_LEADER_OR_FOLLOWER partition also names the leader this broker
-knows (CurrentLeader) with that leader's endpoint in NodeEndpoints (KIP-951), so the client can
-redirect without a Metadata round trip.
+ErrorMessage naming the partition and what was wrong, and a batch refused for one record's
+fault also RecordErrors (that record's index in the batch, and the message); from v10 a
+NOT_LEADER_OR_FOLLOWER partition also names the leader this broker knows (CurrentLeader) with
+that leader's endpoint in NodeEndpoints (KIP-951), so the client can redirect without a
+Metadata round trip.
 """
 
 from __future__ import annotations
@@ -114,6 +116,12 @@ def _response(
                 log_append_time_ms=result.log_append_time,
                 log_start_offset=result.log_start_offset,
                 error_message=result.message if result.error is not ErrorCode.NONE else None,
+                record_errors=[
+                    R.BatchIndexAndErrorMessage(
+                        batch_index=batch_index, batch_index_error_message=message
+                    )
+                    for batch_index, message in result.record_errors
+                ],
             )
             if version >= 10 and result.error in _REDIRECT:
                 info = cache.partition(topic.name, p.index)
