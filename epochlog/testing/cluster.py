@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kazoo.exceptions import NoNodeError
+
 from epochlog.processes import spawn
 from epochlog.zk.launcher import ZooKeeperServer, free_port
 
@@ -215,9 +217,11 @@ class LocalCluster:
                     if stat is not None:
                         brokers[int(child)] = stat.czxid
             controller = None
-            if client.exists("/controller"):
+            try:  # read, not exists-then-get: an election may delete it in between
                 data, _ = client.get("/controller")
                 controller = json.loads(data)["brokerid"]
+            except NoNodeError:
+                pass
             return {"brokers": brokers, "controller": controller}
         finally:
             close_client(client)
