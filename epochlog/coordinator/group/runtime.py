@@ -1,0 +1,303 @@
+"""The group coordinator's runtime: the I/O around the sans-I/O shards (Kafka's
+CoordinatorRuntime).
+
+How it works. A broker runs one shard per `__consumer_offsets` partition it leads. The runtime
+owns them: when the broker becomes leader of an offsets partition it loads the shard (reads the
+partition from its start, replays every record, then `loaded`); meanwhile requests for its groups
+get COORDINATOR_LOAD_IN_PROGRESS. When the broker stops leading it, the shard is dropped, its
+timers cancelled and every request waiting on it answered NOT_COORDINATOR; requests for groups of
+a partition the broker does not lead get NOT_COORDINATOR too, and the client looks the
+coordinator up again.
+
+Each request is one call on the shard, which returns `Effects`. The runtime appends their records
+to the partition through `OffsetsPartitions.append` (acks=all: it returns once the records are
+replicated as the partition requires), then resolves the replies, then replays the records into
+the shard. A JoinGroup or SyncGroup that must wait for the rest of its group gets a future keyed
+by a handle the shard keeps; a later call or timer resolves it. Timers are `loop.call_at`
+handles keyed like the shard's timer keys, one per key.
+
+All of this runs on the broker's event loop, one shard call at a time: the shard never locks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol, TypeVar
+
+from epochlog.coordinator.group.operations import (
+    Effects,
+    GroupConfig,
+    JoinGroupReply,
+    SyncGroupReply,
+    TimerKey,
+)
+from epochlog.coordinator.group.records import GroupRecord
+from epochlog.coordinator.group.shard import GroupCoordinatorShard
+from epochlog.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+OFFSETS_TOPIC = "__consumer_offsets"
+
+EncodedRecord = tuple[bytes, bytes | None]  # key, value (None: a tombstone)
+
+
+class CoordinatorError(Exception):
+    """The request cannot be served here now (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
+    COORDINATOR_NOT_AVAILABLE): the client finds the coordinator again and retries."""
+
+    def __init__(self, error: ErrorCode, message: str = "") -> None:
+        super().__init__(message or error.name)
+        self.error = error
+
+
+class OffsetsPartitions(Protocol):
+    """What the runtime needs of the partition layer, and nothing more."""
+
+    async def append(self, partition: int, records: Sequence[EncodedRecord]) -> None:
+        """Append as the leader of `__consumer_offsets` partition `partition` and return once
+        the records are committed (acks=all); raise `CoordinatorError` when that fails."""
+        ...
+
+    def read(self, partition: int) -> AsyncIterator[EncodedRecord]:
+        """Every record of the partition, from its start to its end, in offset order."""
+        ...
+
+
+class RecordCodec(Protocol):
+    def encode(self, record: GroupRecord) -> EncodedRecord: ...
+
+    def decode(self, key: bytes, value: bytes | None) -> GroupRecord | None: ...
+
+
+def java_string_hash(text: str) -> int:
+    """Java's String.hashCode (over UTF-16 code units, 32-bit overflow)."""
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def partition_for_group(group_id: str, partitions: int) -> int:
+    """Kafka's `Utils.abs(groupId.hashCode) % groupMetadataTopicPartitionCount`."""
+    h = java_string_hash(group_id)
+    return (0 if h == -(2**31) else abs(h)) % partitions
+
+
+@dataclass
+class _Partition:
+    shard: GroupCoordinatorShard
+    loaded: bool = False
+    timers: dict[TimerKey, asyncio.TimerHandle] = field(default_factory=dict)
+    load_task: asyncio.Task[None] | None = None
+
+
+class GroupCoordinatorRuntime:
+    def __init__(
+        self,
+        partitions: OffsetsPartitions,
+        codec: RecordCodec,
+        partition_count: int,
+        config: GroupConfig | None = None,
+        clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+    ) -> None:
+        self.partitions = partitions
+        self.codec = codec
+        self.partition_count = partition_count
+        self.config = config or GroupConfig()
+        self.clock_ms = clock_ms
+        self._owned: dict[int, _Partition] = {}
+        self._waiting: dict[int, tuple[int, asyncio.Future[Any]]] = {}  # handle -> partition
+        self._handles = itertools.count(1)
+
+    # ------------------------------------------------------------------ leadership
+
+    def partition_of(self, group_id: str) -> int:
+        return partition_for_group(group_id, self.partition_count)
+
+    def owns(self, partition: int) -> bool:
+        return partition in self._owned
+
+    def elected(self, partition: int) -> None:
+        """This broker now leads the offsets partition: load its groups."""
+        if partition in self._owned:
+            return
+        owned = self._owned[partition] = _Partition(GroupCoordinatorShard(self.config))
+        owned.load_task = asyncio.get_running_loop().create_task(
+            self._load(partition, owned), name=f"load __consumer_offsets-{partition}"
+        )
+
+    def resigned(self, partition: int) -> None:
+        """This broker no longer leads the partition: drop its groups, answer what waits."""
+        owned = self._owned.pop(partition, None)
+        if owned is None:
+            return
+        if owned.load_task is not None and not owned.load_task.done():
+            owned.load_task.cancel()
+        for handle in owned.timers.values():
+            handle.cancel()
+        for handle, (where, future) in list(self._waiting.items()):
+            if where == partition:
+                del self._waiting[handle]
+                if not future.done():
+                    future.set_exception(CoordinatorError(ErrorCode.NOT_COORDINATOR))
+        log.info("unloaded __consumer_offsets-%d", partition)
+
+    async def close(self) -> None:
+        for partition in list(self._owned):
+            self.resigned(partition)
+
+    async def _load(self, partition: int, owned: _Partition) -> None:
+        started = time.monotonic()
+        count = 0
+        try:
+            async for key, value in self.partitions.read(partition):
+                record = self.codec.decode(key, value)
+                if record is not None:
+                    owned.shard.replay(record)
+                    count += 1
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("loading __consumer_offsets-%d failed; it stays unavailable", partition)
+            return
+        if self._owned.get(partition) is not owned:
+            return
+        owned.loaded = True
+        self._apply(partition, owned, owned.shard.loaded(self.clock_ms()))
+        log.info(
+            "loaded __consumer_offsets-%d: %d records, %d groups in %.2f s",
+            partition,
+            count,
+            len(owned.shard.groups),
+            time.monotonic() - started,
+        )
+
+    def _shard_of(self, group_id: str) -> tuple[int, _Partition]:
+        partition = self.partition_of(group_id)
+        owned = self._owned.get(partition)
+        if owned is None:
+            raise CoordinatorError(ErrorCode.NOT_COORDINATOR)
+        if not owned.loaded:
+            raise CoordinatorError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        return partition, owned
+
+    # ------------------------------------------------------------------ calls
+
+    async def call(
+        self, group_id: str, operation: Callable[[GroupCoordinatorShard, int], tuple[T, Effects]]
+    ) -> T:
+        """Run `operation(shard, now)` for the group's shard; its result is returned once its
+        effects' records are committed."""
+        partition, owned = self._shard_of(group_id)
+        result, effects = operation(owned.shard, self.clock_ms())
+        await self._apply_and_wait(partition, owned, effects)
+        return result
+
+    def read(self, group_id: str, operation: Callable[[GroupCoordinatorShard], T]) -> T:
+        """A read that changes nothing (OffsetFetch, DescribeGroups)."""
+        _, owned = self._shard_of(group_id)
+        return operation(owned.shard)
+
+    async def call_with_reply(
+        self,
+        group_id: str,
+        operation: Callable[[GroupCoordinatorShard, Any, int], Effects],
+    ) -> Any:
+        """Run an operation whose reply may come later (JoinGroup, SyncGroup): the shard is
+        given a handle and the reply arrives through some call's or timer's effects."""
+        partition, owned = self._shard_of(group_id)
+        handle = next(self._handles)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._waiting[handle] = (partition, future)
+        try:
+            self._apply(partition, owned, operation(owned.shard, handle, self.clock_ms()))
+            return await future
+        finally:
+            self._waiting.pop(handle, None)
+
+    def shards(self) -> list[GroupCoordinatorShard]:
+        """The loaded shards (ListGroups asks every one)."""
+        return [p.shard for p in self._owned.values() if p.loaded]
+
+    # ------------------------------------------------------------------ effects
+
+    def _apply(self, partition: int, owned: _Partition, effects: Effects) -> None:
+        """Carry out effects without waiting: timers now, records and replies in a task."""
+        self._set_timers(partition, owned, effects)
+        if effects.records:
+            asyncio.get_running_loop().create_task(self._commit(partition, owned, effects))
+        else:
+            self._deliver(effects.replies)
+
+    async def _apply_and_wait(self, partition: int, owned: _Partition, effects: Effects) -> None:
+        self._set_timers(partition, owned, effects)
+        if effects.records:
+            await self._commit(partition, owned, effects, raise_on_failure=True)
+        else:
+            self._deliver(effects.replies)
+
+    async def _commit(
+        self,
+        partition: int,
+        owned: _Partition,
+        effects: Effects,
+        raise_on_failure: bool = False,
+    ) -> None:
+        encoded = [self.codec.encode(record) for record in effects.records]
+        try:
+            await self.partitions.append(partition, encoded)
+        except Exception as exc:
+            error = exc.error if isinstance(exc, CoordinatorError) else ErrorCode.NOT_COORDINATOR
+            log.warning(
+                "__consumer_offsets-%d: appending %d records failed (%s)",
+                partition,
+                len(encoded),
+                exc,
+            )
+            owned.shard.append_failed(effects.records)
+            self._deliver([(h, _failed(reply, error)) for h, reply in effects.replies])
+            if raise_on_failure:
+                raise CoordinatorError(error, str(exc)) from exc
+            return
+        self._deliver(effects.replies)
+        if self._owned.get(partition) is owned:
+            for record in effects.records:
+                owned.shard.replay(record)
+
+    def _deliver(self, replies: list[tuple[Any, Any]]) -> None:
+        for handle, reply in replies:
+            waiting = self._waiting.pop(handle, None)
+            if waiting is not None and not waiting[1].done():
+                waiting[1].set_result(reply)
+
+    def _set_timers(self, partition: int, owned: _Partition, effects: Effects) -> None:
+        loop = asyncio.get_running_loop()
+        for key, deadline in effects.timers.items():
+            old = owned.timers.pop(key, None)
+            if old is not None:
+                old.cancel()
+            if deadline is None:
+                continue
+            delay = max(0.0, (deadline - self.clock_ms()) / 1000)
+            owned.timers[key] = loop.call_at(loop.time() + delay, self._fire, partition, owned, key)
+
+    def _fire(self, partition: int, owned: _Partition, key: TimerKey) -> None:
+        owned.timers.pop(key, None)
+        if self._owned.get(partition) is not owned:
+            return
+        self._apply(partition, owned, owned.shard.on_timer(key, self.clock_ms()))
+
+
+def _failed(reply: Any, error: ErrorCode) -> Any:
+    """The reply a waiting member gets when the records its answer depended on were lost."""
+    if isinstance(reply, (JoinGroupReply, SyncGroupReply)):
+        return replace(reply, error=error)
+    return reply
