@@ -3,7 +3,8 @@
 Each class has snake_case attributes for the fields of every version, nested struct classes as
 attributes (`FetchRequest.FetchTopic`), `obj.encode(version)` and `Cls.decode(data, version)`.
 The APIs we serve are those in `epochlog.protocol.api.APIS`; the classic consumer-group APIs
-below are declared ahead of the group coordinator and not served yet.
+below are declared ahead of the group coordinator and not served yet. The `__consumer_offsets`
+record keys and values are data classes without an API (see `epochlog.protocol.consumer_offsets`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from epochlog.protocol.messages import (
     describe_groups,
     fetch,
     find_coordinator,
+    group_records,
     heartbeat,
     init_producer_id,
     join_group,
@@ -95,3 +97,9 @@ DeleteGroupsRequest = message_class(delete_groups.REQUEST)
 DeleteGroupsResponse = message_class(delete_groups.RESPONSE)
 OffsetDeleteRequest = message_class(offset_delete.REQUEST)
 OffsetDeleteResponse = message_class(offset_delete.RESPONSE)
+
+# __consumer_offsets record keys and values (Kafka's "data" schemas, no API key).
+OffsetCommitKey = message_class(group_records.OFFSET_COMMIT_KEY)
+OffsetCommitValue = message_class(group_records.OFFSET_COMMIT_VALUE)
+GroupMetadataKey = message_class(group_records.GROUP_METADATA_KEY)
+GroupMetadataValue = message_class(group_records.GROUP_METADATA_VALUE)
