@@ -13,8 +13,8 @@ Versions written, as in Kafka 3.9 at any current metadata version (`GroupMetadat
 
 * OffsetCommitKey at version 1 (its highest), GroupMetadataKey at version 2;
 * OffsetCommitValue at version 3, or version 1 when the commit has an expire timestamp (an
-  OffsetCommit v1-v4 request with a retention time): only v1 carries expireTimestamp, and it has
-  no leaderEpoch, which is then dropped;
+  OffsetCommit v2-v4 request with a RetentionTimeMs other than -1 expires at now + retention):
+  only v1 carries expireTimestamp, and it has no leaderEpoch, which is then dropped;
 * GroupMetadataValue at version 3, the highest non-flexible version ("until a tagged field is
   introduced", says Kafka); v4 is read, never written.
 
