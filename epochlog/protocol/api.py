@@ -21,6 +21,8 @@ from epochlog.protocol.headers import RequestHeader, ResponseHeader
 
 
 class ApiKey(enum.IntEnum):
+    """Kafka's API keys that epochlog knows; only those in `APIS` are served and advertised."""
+
     PRODUCE = 0
     FETCH = 1
     LIST_OFFSETS = 2
@@ -29,11 +31,22 @@ class ApiKey(enum.IntEnum):
     STOP_REPLICA = 5
     UPDATE_METADATA = 6
     CONTROLLED_SHUTDOWN = 7
+    OFFSET_COMMIT = 8  # classic consumer-group APIs: schemas only, not served yet
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    DELETE_GROUPS = 42
+    OFFSET_DELETE = 47
     ALTER_PARTITION = 56
     DESCRIBE_CLUSTER = 60
     PIN_CONTROLLER = m.pin_controller.API_KEY  # KIP-39, a vendor key Kafka does not use

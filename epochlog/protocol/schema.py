@@ -195,10 +195,14 @@ def F(  # noqa: N802 - reads like a declaration in the schema files
 
 @dataclass(frozen=True)
 class MessageSchema:
-    """A request, a response or a header: its own name, versions and fields."""
+    """A request, a response, a header or a data record: its own name, versions and fields.
+
+    Headers and data records (Kafka's `"type": "data"` schemas, e.g. the `__consumer_offsets`
+    record keys and values) have no API key.
+    """
 
     name: str
-    kind: Literal["request", "response", "header"]
+    kind: Literal["request", "response", "header", "data"]
     api_key: int | None
     valid: Versions
     flexible: Versions
@@ -216,11 +220,17 @@ def message(
     valid: str,
     flexible: str,
     fields: list[Field],
-    kind: Literal["request", "response", "header"] | None = None,
+    kind: Literal["request", "response", "header", "data"] | None = None,
 ) -> MessageSchema:
-    """Declare a message; checks the schema is consistent so mistakes fail at import."""
+    """Declare a message; checks the schema is consistent so mistakes fail at import.
+
+    `kind` defaults from the name (`...Request` or else response); headers and data records
+    pass it, with `api_key=None`.
+    """
     if kind is None:
         kind = "request" if name.endswith("Request") else "response"
+    if (api_key is None) != (kind in ("header", "data")):
+        raise ValueError(f"{name}: requests and responses have an API key, headers and data none")
     schema = MessageSchema(
         name=name,
         kind=kind,

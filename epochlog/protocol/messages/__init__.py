@@ -1,7 +1,10 @@
-"""One class per Kafka message we serve, generated from the schema modules of this package.
+"""One class per Kafka message, generated from the schema modules of this package.
 
 Each class has snake_case attributes for the fields of every version, nested struct classes as
 attributes (`FetchRequest.FetchTopic`), `obj.encode(version)` and `Cls.decode(data, version)`.
+The APIs we serve are those in `epochlog.protocol.api.APIS`; the classic consumer-group APIs
+below are declared ahead of the group coordinator and not served yet. The `__consumer_offsets`
+record keys and values are data classes without an API (see `epochlog.protocol.consumer_offsets`).
 """
 
 from __future__ import annotations
@@ -12,17 +15,29 @@ from epochlog.protocol.messages import (
     api_versions,
     controlled_shutdown,
     create_topics,
+    delete_groups,
     delete_topics,
     describe_cluster,
+    describe_groups,
     fetch,
+    find_coordinator,
+    group_records,
+    heartbeat,
     init_producer_id,
+    join_group,
     leader_and_isr,
+    leave_group,
+    list_groups,
     list_offsets,
     metadata,
+    offset_commit,
+    offset_delete,
+    offset_fetch,
     offset_for_leader_epoch,
     pin_controller,
     produce,
     stop_replica,
+    sync_group,
     update_metadata,
 )
 
@@ -58,3 +73,33 @@ DescribeClusterRequest = message_class(describe_cluster.REQUEST)
 DescribeClusterResponse = message_class(describe_cluster.RESPONSE)
 PinControllerRequest = message_class(pin_controller.REQUEST)
 PinControllerResponse = message_class(pin_controller.RESPONSE)
+
+# Classic consumer groups (issue 15): declared, not served yet.
+OffsetCommitRequest = message_class(offset_commit.REQUEST)
+OffsetCommitResponse = message_class(offset_commit.RESPONSE)
+OffsetFetchRequest = message_class(offset_fetch.REQUEST)
+OffsetFetchResponse = message_class(offset_fetch.RESPONSE)
+FindCoordinatorRequest = message_class(find_coordinator.REQUEST)
+FindCoordinatorResponse = message_class(find_coordinator.RESPONSE)
+JoinGroupRequest = message_class(join_group.REQUEST)
+JoinGroupResponse = message_class(join_group.RESPONSE)
+HeartbeatRequest = message_class(heartbeat.REQUEST)
+HeartbeatResponse = message_class(heartbeat.RESPONSE)
+LeaveGroupRequest = message_class(leave_group.REQUEST)
+LeaveGroupResponse = message_class(leave_group.RESPONSE)
+SyncGroupRequest = message_class(sync_group.REQUEST)
+SyncGroupResponse = message_class(sync_group.RESPONSE)
+DescribeGroupsRequest = message_class(describe_groups.REQUEST)
+DescribeGroupsResponse = message_class(describe_groups.RESPONSE)
+ListGroupsRequest = message_class(list_groups.REQUEST)
+ListGroupsResponse = message_class(list_groups.RESPONSE)
+DeleteGroupsRequest = message_class(delete_groups.REQUEST)
+DeleteGroupsResponse = message_class(delete_groups.RESPONSE)
+OffsetDeleteRequest = message_class(offset_delete.REQUEST)
+OffsetDeleteResponse = message_class(offset_delete.RESPONSE)
+
+# __consumer_offsets record keys and values (Kafka's "data" schemas, no API key).
+OffsetCommitKey = message_class(group_records.OFFSET_COMMIT_KEY)
+OffsetCommitValue = message_class(group_records.OFFSET_COMMIT_VALUE)
+GroupMetadataKey = message_class(group_records.GROUP_METADATA_KEY)
+GroupMetadataValue = message_class(group_records.GROUP_METADATA_VALUE)
