@@ -31,10 +31,10 @@ from epochlog.broker.metadata_cache import MetadataCache
 from epochlog.client.connection import BrokerConnection
 from epochlog.client.errors import ConnectionFailedError, IncompatibleBrokerError
 from epochlog.client.errors import RequestTimedOutError as ClientTimeout
+from epochlog.faults import NO_FAULTS, FaultInjector
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import ApiKey
 from epochlog.protocol.errors import ErrorCode
-from epochlog.testing.faults import NO_FAULTS, FaultInjector
 
 log = logging.getLogger(__name__)
 

@@ -44,8 +44,8 @@ from epochlog.broker.metadata_cache import BrokerEndpoint, MetadataCache
 from epochlog.broker.replica_manager import ReplicaManager
 from epochlog.broker.server import KafkaServer
 from epochlog.broker.transmit import SendMode
+from epochlog.faults import FaultInjector
 from epochlog.storage import LogConfig, LogManager
-from epochlog.testing.faults import FaultInjector
 
 log = logging.getLogger(__name__)
 

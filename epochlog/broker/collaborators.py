@@ -1,6 +1,6 @@
 """What the broker needs from the rest of the process, as small interfaces the wiring injects.
 
-The data plane knows nothing about ZooKeeper. The process wiring (`broker/main.py`) hands a
+The data plane knows nothing about ZooKeeper. The process wiring (`node/process.py`) hands a
 `Broker` these collaborators, and tests hand it the simple in-process ones defined here:
 
 - `BrokerEpochHolder`: this broker's current epoch (KIP-380), the czxid of its registration.

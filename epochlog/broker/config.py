@@ -171,7 +171,7 @@ TEST_SWITCHES: dict[str, Definition] = {
         "bool", True, "no HW checkpoint before the first LeaderAndIsr (KAFKA-7235)"
     ),
     "epochlog.test.faults.file": Definition(
-        "string", None, "fault rules for inter-broker requests (epochlog.testing.faults)"
+        "string", None, "fault rules for inter-broker requests (epochlog.faults)"
     ),
 }
 

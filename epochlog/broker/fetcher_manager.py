@@ -24,7 +24,7 @@ from epochlog.broker.metadata_cache import MetadataCache
 from epochlog.broker.partition import Partition
 from epochlog.broker.replica_fetcher import MAX_FETCH_VERSION, ReplicaFetcher
 from epochlog.broker.replica_manager import ReplicaManager, TopicPartition
-from epochlog.testing.faults import NO_FAULTS, FaultInjector
+from epochlog.faults import NO_FAULTS, FaultInjector
 
 log = logging.getLogger(__name__)
 

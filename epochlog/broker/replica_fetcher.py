@@ -54,12 +54,12 @@ from epochlog.client.errors import (
     RequestTimedOutError,
 )
 from epochlog.client.framed_connection import FramedConnection
+from epochlog.faults import NO_FAULTS, FaultInjector
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import ApiKey
 from epochlog.protocol.errors import CorruptRecordError, ErrorCode, InvalidRecordError
 from epochlog.storage import StorageError
 from epochlog.storage.checkpoint import deferred_checkpoints
-from epochlog.testing.faults import NO_FAULTS, FaultInjector
 
 log = logging.getLogger(__name__)
 

@@ -23,11 +23,11 @@ from typing import Any
 
 from epochlog.broker.collaborators import BrokerEpochHolder
 from epochlog.broker.harness import BrokerThread, RawClient
+from epochlog.faults import FaultRules
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import APIS, ApiKey, decode_request, encode_response
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.records import RecordBatchBuilder
-from epochlog.testing.faults import FaultRules
 
 CONTROLLER_ID = 100
 CONTROLLER_EPOCH = 1

@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from epochlog.client import Admin, Consumer, Producer
-from epochlog.testing.cluster import LocalCluster
+from epochlog.node.local_cluster import LocalCluster
 
 TOPIC = "clickstream"
 PARTITIONS = 6

@@ -48,7 +48,7 @@ def _key_values(pairs: list[str], what: str) -> dict[str, str]:
 
 def cmd_up(args: argparse.Namespace, console: Console) -> int:
     from epochlog.broker.config import BrokerConfig, ConfigError
-    from epochlog.testing.cluster import STATE_FILE, ClusterError, LocalCluster
+    from epochlog.node.local_cluster import STATE_FILE, ClusterError, LocalCluster
 
     directory = Path(args.dir)
     if (directory / STATE_FILE).exists():
@@ -77,7 +77,7 @@ def cmd_up(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_down(args: argparse.Namespace, console: Console) -> int:
-    from epochlog.testing.cluster import ClusterError, LocalCluster
+    from epochlog.node.local_cluster import ClusterError, LocalCluster
 
     try:
         cluster = LocalCluster.attach(args.dir)
@@ -90,7 +90,7 @@ def cmd_down(args: argparse.Namespace, console: Console) -> int:
 
 
 def _zookeeper_of(args: argparse.Namespace) -> str:
-    from epochlog.testing.cluster import ClusterError, LocalCluster
+    from epochlog.node.local_cluster import ClusterError, LocalCluster
 
     if getattr(args, "zookeeper", None):
         return args.zookeeper
@@ -191,10 +191,10 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_broker(args: argparse.Namespace, console: Console) -> int:
-    from epochlog.testing.cluster import ClusterError, LocalCluster
+    from epochlog.node.local_cluster import ClusterError, LocalCluster
 
     if args.broker_command == "start" and args.config:
-        from epochlog.broker.main import run_from_properties
+        from epochlog.node.process import run_from_properties
 
         return run_from_properties(args.config)
     if args.broker_command == "start" and args.id is None:
@@ -283,7 +283,7 @@ def cmd_leaders(args: argparse.Namespace, console: Console) -> int:
 def _bootstrap(args: argparse.Namespace) -> str:
     if args.bootstrap_server:
         return args.bootstrap_server
-    from epochlog.testing.cluster import ClusterError, LocalCluster
+    from epochlog.node.local_cluster import ClusterError, LocalCluster
 
     try:
         return LocalCluster.attach(args.dir).bootstrap_servers

@@ -30,7 +30,7 @@ from rich.console import Console
 from rich.table import Table
 
 from epochlog.client import Admin
-from epochlog.testing.cluster import LocalCluster
+from epochlog.node.local_cluster import LocalCluster
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "clickstream_pipeline.py"
 PARTITIONS = 6

@@ -20,8 +20,8 @@ from epochlog.client.connection import BrokerConnection
 from epochlog.client.errors import ConnectionFailedError, RequestTimedOutError
 from epochlog.controller.context import BrokerInfo
 from epochlog.controller.request_batch import ControlRequest
+from epochlog.faults import NO_FAULTS, FaultInjector
 from epochlog.protocol.errors import ErrorCode
-from epochlog.testing.faults import NO_FAULTS, FaultInjector
 
 log = logging.getLogger(__name__)
 

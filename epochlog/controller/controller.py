@@ -46,7 +46,7 @@ from epochlog.controller.decisions import (
 )
 from epochlog.controller.requests import ControllerRequests
 from epochlog.controller.storage_events import StorageEvents
-from epochlog.testing.faults import FaultInjector
+from epochlog.faults import FaultInjector
 from epochlog.zk import controller_zk as zkc
 from epochlog.zk.session import WatchHandle, watch_data
 from epochlog.zk.watches import watch_broker_ids, watch_topic_deletions, watch_topics

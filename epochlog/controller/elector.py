@@ -1,4 +1,4 @@
-"""Controller election for one broker, KIP-39's pin, and the gateways the broker's handlers call.
+"""Controller election for one broker, and KIP-39's pin.
 
 `ControllerElector` watches three znodes: `/controller`, `/admin/next_controller` (the pin) and
 `/admin/ready_to_serve_as_controller` (the ready node). Every change only records what it saw
@@ -15,11 +15,7 @@ A controller never outlives its ephemeral node: when /controller names another b
 session that owned it is lost, this broker stops its controller; a deposed controller notices
 through its first fenced write and stops the same way. On shutdown the broker withdraws its
 ready node and resigns, so the next controller is elected at once rather than when the session
-closes.
-
-`ControllerGateway` is what `Broker` calls for CreateTopics, DeleteTopics, ControlledShutdown
-and AlterPartition: it answers them with this process's controller while it is active.
-`ZkControllerPins` answers PinController (describe, pin, unpin) through ZooKeeper; any broker can.
+closes. (What the broker's handlers call is in `node/controller_gateway.py`.)
 """
 
 from __future__ import annotations
@@ -27,23 +23,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from kazoo.client import KazooClient, KazooState
 
-from epochlog.broker.collaborators import CollaboratorError
 from epochlog.broker.config import BrokerConfig
-from epochlog.controller.controller import Controller, ControllerMovedError
-from epochlog.protocol import messages as m
-from epochlog.protocol.errors import ErrorCode
-from epochlog.protocol.messages.pin_controller import PinStatus
+from epochlog.controller.controller import Controller
 from epochlog.zk import controller_zk as zkc
 from epochlog.zk import pinning
 from epochlog.zk.pinning import ElectorStep, ElectorView
 from epochlog.zk.session import WatchHandle, add_state_listener_on_loop, run_blocking
 from epochlog.zk.watches import watch_controller, watch_next_controller, watch_ready_to_serve
-from epochlog.zk.znodes import BROKER_IDS_PATH
 
 log = logging.getLogger(__name__)
 
@@ -250,104 +241,3 @@ class ControllerElector:
             self._runner.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._runner
-
-
-class ControllerGateway:
-    """The broker's handlers reach the controller through this (see broker/collaborators.py)."""
-
-    def __init__(self, elector: ControllerElector) -> None:
-        self.elector = elector
-
-    @property
-    def is_active(self) -> bool:
-        return self.elector.active_controller is not None
-
-    def _controller(self) -> Controller:
-        controller = self.elector.active_controller
-        if controller is None:
-            raise CollaboratorError(ErrorCode.NOT_CONTROLLER, "not the controller")
-        return controller
-
-    async def _ask(self, call: Callable[[Controller], Awaitable[T]]) -> T:
-        """Run `call` on the active controller; a controller deposed or stopped while the
-        request waited raises CollaboratorError(NOT_CONTROLLER), which the handler answers."""
-        try:
-            return await call(self._controller())
-        except (ControllerMovedError, zkc.ControllerMovedError) as exc:
-            raise CollaboratorError(ErrorCode.NOT_CONTROLLER, str(exc)) from exc
-
-    async def create_topics(self, request: Any, version: int) -> Any:
-        return await self._ask(lambda c: c.create_topics(request, version))
-
-    async def delete_topics(self, request: Any, version: int) -> Any:
-        names = [t.name for t in request.topics] if version >= 6 else list(request.topic_names)
-        errors = await self._ask(lambda c: c.delete_topics([n for n in names if n is not None]))
-        return m.DeleteTopicsResponse(
-            responses=[
-                m.DeleteTopicsResponse.DeletableTopicResult(
-                    name=name, error_code=errors.get(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                )
-                for name in names
-            ]
-        )
-
-    async def controlled_shutdown(self, request: Any, version: int) -> Any:
-        error, remaining = await self._ask(
-            lambda c: c.controlled_shutdown(
-                request.broker_id, request.broker_epoch if version >= 2 else -1
-            )
-        )
-        return m.ControlledShutdownResponse(
-            error_code=error,
-            remaining_partitions=[
-                m.ControlledShutdownResponse.RemainingPartition(topic_name=t, partition_index=p)
-                for t, p in remaining
-            ],
-        )
-
-    async def alter_partition(self, request: Any, version: int) -> Any:
-        return await self._ask(lambda c: c.alter_partition(request, version))
-
-
-class ZkControllerPins:
-    """PinController (KIP-39) through this broker's ZooKeeper session: any broker answers it.
-
-    Each call returns the state after it. Refusals raise `CollaboratorError` with the Kafka error
-    to answer (BROKER_NOT_AVAILABLE for a broker that is not registered, unless allowed)."""
-
-    def __init__(self, zk: KazooClient) -> None:
-        self.zk = zk
-
-    async def describe(self) -> PinStatus:
-        return await run_blocking(pinning.read_pin_status, self.zk)
-
-    async def pin(self, broker_id: int | None, allow_absent: bool) -> PinStatus:
-        """Pin `broker_id`, or with None the live broker leading the fewest partitions."""
-
-        def pin() -> PinStatus:
-            target = broker_id
-            if target is None:
-                target = pinning.auto_pin_target(self.zk)
-                if target is None:
-                    raise CollaboratorError(
-                        ErrorCode.BROKER_NOT_AVAILABLE, "no broker is registered to pin"
-                    )
-            elif not allow_absent and self.zk.exists(f"{BROKER_IDS_PATH}/{target}") is None:
-                raise CollaboratorError(
-                    ErrorCode.BROKER_NOT_AVAILABLE,
-                    f"broker {target} is not registered; to pin it anyway until it starts, "
-                    "allow an absent broker (--allow-absent)",
-                )
-            pinning.pin_controller(self.zk, target)
-            log.info("controller pinned to broker %d", target)
-            return pinning.read_pin_status(self.zk)
-
-        return await run_blocking(pin)
-
-    async def unpin(self) -> PinStatus:
-        def unpin() -> PinStatus:
-            if pinning.unpin_controller(self.zk):
-                log.info("controller unpinned")
-            return pinning.read_pin_status(self.zk)
-
-        return await run_blocking(unpin)

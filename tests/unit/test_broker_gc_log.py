@@ -1,4 +1,4 @@
-"""The broker logs garbage collections that hold it for long (`broker.main`)."""
+"""The broker logs garbage collections that hold it for long (`node.process`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from epochlog.broker import main
+from epochlog.node import process as main
 
 
 def collection(monkeypatch: pytest.MonkeyPatch, seconds: float, generation: int = 2) -> None:

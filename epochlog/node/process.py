@@ -8,6 +8,9 @@ A SIGTERM runs Kafka's controlled shutdown: ask the controller (over the wire, w
 broker's current epoch) to move leadership away, retrying with
 `controlled.shutdown.retry.backoff.ms` up to `controlled.shutdown.max.retries`, then stop
 serving, checkpoint and close cleanly. SIGKILL is a crash: the logs recover on the next start.
+
+This package (`node/`) is the one place that assembles a broker process: the data plane
+(`broker/`), the controller and the coordinators, which do not import each other.
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ from epochlog.broker.eventloop import run
 from epochlog.client.connection import BrokerConnection
 from epochlog.client.errors import ConnectionFailedError, RequestTimedOutError
 from epochlog.controller.assignment import AssignmentError, assign_replicas
-from epochlog.controller.elector import ControllerElector, ControllerGateway, ZkControllerPins
+from epochlog.controller.elector import ControllerElector
+from epochlog.node.controller_gateway import ControllerGateway, ZkControllerPins
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import ApiKey
 from epochlog.protocol.errors import ErrorCode

@@ -1,0 +1,156 @@
+"""Fault injection for inter-broker requests (tests only): delay, hold or drop a chosen request.
+
+The seed races (KIP-380, KIP-903) need a request to arrive late: an AlterPartition held until a
+broker has re-registered, a StopReplica delivered after a bounce. A broker started with
+`epochlog.test.faults.file=<path>` consults that JSON file before every inter-broker request it
+sends (controller requests, AlterPartition, replica Fetch, ControlledShutdown). The test edits
+the file while the cluster runs; the broker re-reads it when its modification time changes.
+
+The file holds a list of rules; the first that matches a request applies:
+
+    {"api": "ALTER_PARTITION", "source": 1, "destination": null, "action": "hold"}
+
+- `api`: an `ApiKey` name, or `"event": NAME` for one of the controller's own events
+  (`BROKER_CHANGE`; `CONTROLLER_LOAD`, a new controller's first read of ZooKeeper), which
+  `before_event` delays or holds as if the controller were busy;
+- `source` / `destination`: broker ids (null matches any);
+- `action`: `delay` (sleep `seconds`), `drop` (never send; the sender sees a lost request),
+  or `hold` (wait until the rule is gone from the file, then send);
+- `count` (optional): apply to this many matching requests, then stop matching.
+
+`FaultRules.write(path, rules)` is the test side. Without the config key nothing is consulted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from epochlog.protocol.api import ApiKey
+
+POLL_S = 0.05
+
+
+@dataclass
+class _Rule:
+    api: str | None
+    action: str
+    event: str | None = None
+    source: int | None = None
+    destination: int | None = None
+    seconds: float = 0.0
+    count: int | None = None
+    key: str = ""  # identity of the rule in the file (its JSON), so a hold knows it is released
+
+    def matches(self, api: ApiKey, source: int, destination: int | None) -> bool:
+        return (
+            self.api is not None
+            and self.api == api.name
+            and (self.source is None or self.source == source)
+            and (self.destination is None or self.destination == destination)
+            and (self.count is None or self.count > 0)
+        )
+
+
+@dataclass
+class FaultInjector:
+    """Consulted before each inter-broker request; a no-op without a rules file."""
+
+    path: Path | None = None
+    _mtime: float = -1.0
+    _rules: list[_Rule] = field(default_factory=list)
+    _used: dict[str, int] = field(default_factory=dict)  # rule key -> times applied
+
+    @classmethod
+    def from_config(cls, config: Any) -> FaultInjector:
+        path = config["epochlog.test.faults.file"]
+        return cls(Path(path) if path else None)
+
+    def _load(self) -> list[_Rule]:
+        if self.path is None:
+            return []
+        try:
+            mtime = os.stat(self.path).st_mtime_ns
+        except FileNotFoundError:
+            self._rules, self._mtime = [], -1.0
+            return self._rules
+        if mtime != self._mtime:
+            try:
+                raw = json.loads(self.path.read_text() or "[]")
+            except (OSError, json.JSONDecodeError):
+                return self._rules  # caught mid-write: keep the previous rules
+            self._rules = [
+                _Rule(
+                    api=r.get("api"),
+                    action=r["action"],
+                    event=r.get("event"),
+                    source=r.get("source"),
+                    destination=r.get("destination"),
+                    seconds=float(r.get("seconds", 0)),
+                    count=r.get("count"),
+                    key=json.dumps(r, sort_keys=True),
+                )
+                for r in raw
+            ]
+            for rule in self._rules:
+                if rule.count is not None:
+                    rule.count -= self._used.get(rule.key, 0)
+            self._mtime = mtime
+        return self._rules
+
+    def _match(self, api: ApiKey, source: int, destination: int | None) -> _Rule | None:
+        for rule in self._load():
+            if rule.matches(api, source, destination):
+                return rule
+        return None
+
+    async def before_send(self, api: ApiKey, source: int, destination: int | None) -> bool:
+        """Apply the matching rule; False means drop the request."""
+        if self.path is None:
+            return True
+        return await self._apply(self._match(api, source, destination))
+
+    async def before_event(self, event: str) -> None:
+        """Delay or hold one of the controller's events (dropping one is not offered)."""
+        if self.path is None:
+            return
+        rule = next(
+            (r for r in self._load() if r.event == event and (r.count is None or r.count > 0)),
+            None,
+        )
+        await self._apply(rule)
+
+    async def _apply(self, rule: _Rule | None) -> bool:
+        if rule is None:
+            return True
+        self._used[rule.key] = self._used.get(rule.key, 0) + 1
+        if rule.count is not None:
+            rule.count -= 1
+        if rule.action == "drop":
+            return False
+        if rule.action == "delay":
+            await asyncio.sleep(rule.seconds)
+            return True
+        if rule.action == "hold":
+            while any(r.key == rule.key for r in self._load()):
+                await asyncio.sleep(POLL_S)
+            return True
+        raise ValueError(f"unknown fault action {rule.action!r}")
+
+
+NO_FAULTS = FaultInjector()
+
+
+class FaultRules:
+    """The test side: write the rules a running cluster's brokers will apply."""
+
+    @staticmethod
+    def write(path: str | os.PathLike[str], rules: list[dict[str, Any]]) -> None:
+        target = Path(path)
+        tmp = target.with_suffix(".tmp")
+        tmp.write_text(json.dumps(rules))
+        os.replace(tmp, target)  # atomic: a broker never reads half a file
