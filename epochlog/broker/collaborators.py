@@ -113,6 +113,30 @@ class ControllerPins(Protocol):
     async def unpin(self) -> PinStatus: ...
 
 
+@runtime_checkable
+class GroupCoordinatorGateway(Protocol):
+    """The group coordinator running in this process (Kafka's classic group APIs).
+
+    `api_keys` are the group APIs it answers (decoded bodies in, response bodies out, every
+    version); FindCoordinator stays with the broker, which asks `partition_of` for a group's
+    `__consumer_offsets` partition and answers with that partition's leader, after
+    `create_offsets_topic` if the topic does not exist yet."""
+
+    @property
+    def api_keys(self) -> frozenset[int]: ...
+
+    @property
+    def partition_count(self) -> int: ...
+
+    def partition_of(self, group_id: str) -> int: ...
+
+    async def create_offsets_topic(self) -> None: ...
+
+    async def handle(
+        self, api_key: int, version: int, body: Any, client_id: str, client_host: str
+    ) -> Any: ...
+
+
 class NoController:
     """The gateway of a broker that is never the controller (tests without ZooKeeper)."""
 

@@ -106,6 +106,38 @@ DEFINITIONS: dict[str, Definition] = {
     ),
     "producer.id.expiration.ms": Definition("int", 86400000, "", _at_least(1)),
     "request.timeout.ms": Definition("int", 30000, "controller-to-broker requests", _at_least(0)),
+    # the group coordinator (Kafka's names and defaults)
+    "offsets.topic.num.partitions": Definition(
+        "int", 50, "partitions of __consumer_offsets (fixed once it exists)", _at_least(1)
+    ),
+    "offsets.topic.replication.factor": Definition(
+        "int",
+        3,
+        "replication factor of __consumer_offsets; fewer when fewer brokers are registered",
+        _at_least(1),
+    ),
+    "offsets.topic.segment.bytes": Definition(
+        "int", 104857600, "segment size of __consumer_offsets", _at_least(1)
+    ),
+    "offsets.commit.timeout.ms": Definition(
+        "int", 5000, "how long a commit waits for its replicas (acks=all)", _at_least(1)
+    ),
+    "offsets.retention.minutes": Definition(
+        "int", 10080, "committed offsets of an empty group expire after this", _at_least(1)
+    ),
+    "offset.metadata.max.bytes": Definition(
+        "int", 4096, "largest metadata string of a committed offset", _at_least(0)
+    ),
+    "group.initial.rebalance.delay.ms": Definition(
+        "int", 3000, "how long a new group waits for more members to join", _at_least(0)
+    ),
+    "group.min.session.timeout.ms": Definition(
+        "int", 6000, "shortest session timeout a member may ask for", _at_least(0)
+    ),
+    "group.max.session.timeout.ms": Definition(
+        "int", 1800000, "longest session timeout a member may ask for", _at_least(0)
+    ),
+    "group.max.size": Definition("int", 2147483647, "most members of one group", _at_least(1)),
     # epochlog's own
     "epochlog.cluster.dir": Definition("string", None, "local-cluster directory (pid files)"),
     "epochlog.log.dir.probe.interval.ms": Definition(
@@ -145,10 +177,8 @@ ACCEPTED_WITHOUT_EFFECT = frozenset(
         "socket.receive.buffer.bytes",
         "num.recovery.threads.per.data.dir",
         "num.replica.fetchers",
-        "offsets.topic.replication.factor",
         "transaction.state.log.replication.factor",
         "transaction.state.log.min.isr",
-        "group.initial.rebalance.delay.ms",
         "listener.security.protocol.map",
         "inter.broker.listener.name",
         "security.inter.broker.protocol",

@@ -38,6 +38,7 @@ from epochlog.client.errors import ConnectionFailedError, RequestTimedOutError
 from epochlog.controller.assignment import AssignmentError, assign_replicas
 from epochlog.controller.elector import ControllerElector
 from epochlog.node.controller_gateway import ControllerGateway, ZkControllerPins
+from epochlog.node.groups import ZkGroupCoordinator, attach_group_coordinator
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import ApiKey
 from epochlog.protocol.errors import ErrorCode
@@ -174,6 +175,8 @@ class BrokerProcess:
         elector.on_controller_change = broker.metadata_cache.learn_controller
         broker.replica_manager.topic_configs = lambda topic: zkc.read_topic_config(zk, topic)
         broker.replica_manager.on_storage_event = ZkLogDirEventNotifier(zk, self.broker_id).notify
+        groups = ZkGroupCoordinator(zk, self.config, broker)
+        attach_group_coordinator(broker, groups)
         await broker.start()
         registration = BrokerRegistration(
             self.broker_id,
@@ -192,6 +195,7 @@ class BrokerProcess:
                 await self._controlled_shutdown(zk, epoch_holder)
         finally:
             await elector.stop()
+            await groups.runtime.close()
             await broker.stop()
             await asyncio.to_thread(registrar.close, deregister=True)
 

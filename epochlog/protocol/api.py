@@ -31,7 +31,7 @@ class ApiKey(enum.IntEnum):
     STOP_REPLICA = 5
     UPDATE_METADATA = 6
     CONTROLLED_SHUTDOWN = 7
-    OFFSET_COMMIT = 8  # classic consumer-group APIs: schemas only, not served yet
+    OFFSET_COMMIT = 8  # classic consumer-group APIs
     OFFSET_FETCH = 9
     FIND_COORDINATOR = 10
     JOIN_GROUP = 11
@@ -97,6 +97,17 @@ APIS: dict[int, Api] = {
         _api(ApiKey.ALTER_PARTITION, m.AlterPartitionRequest, m.AlterPartitionResponse),
         _api(ApiKey.DESCRIBE_CLUSTER, m.DescribeClusterRequest, m.DescribeClusterResponse),
         _api(ApiKey.PIN_CONTROLLER, m.PinControllerRequest, m.PinControllerResponse),
+        _api(ApiKey.OFFSET_COMMIT, m.OffsetCommitRequest, m.OffsetCommitResponse),
+        _api(ApiKey.OFFSET_FETCH, m.OffsetFetchRequest, m.OffsetFetchResponse),
+        _api(ApiKey.FIND_COORDINATOR, m.FindCoordinatorRequest, m.FindCoordinatorResponse),
+        _api(ApiKey.JOIN_GROUP, m.JoinGroupRequest, m.JoinGroupResponse),
+        _api(ApiKey.HEARTBEAT, m.HeartbeatRequest, m.HeartbeatResponse),
+        _api(ApiKey.LEAVE_GROUP, m.LeaveGroupRequest, m.LeaveGroupResponse),
+        _api(ApiKey.SYNC_GROUP, m.SyncGroupRequest, m.SyncGroupResponse),
+        _api(ApiKey.DESCRIBE_GROUPS, m.DescribeGroupsRequest, m.DescribeGroupsResponse),
+        _api(ApiKey.LIST_GROUPS, m.ListGroupsRequest, m.ListGroupsResponse),
+        _api(ApiKey.DELETE_GROUPS, m.DeleteGroupsRequest, m.DeleteGroupsResponse),
+        _api(ApiKey.OFFSET_DELETE, m.OffsetDeleteRequest, m.OffsetDeleteResponse),
     )
 }
 

@@ -4,7 +4,8 @@ Each handler turns a decoded request into a response body (see `context` for the
 the modules group them: `api_versions`, `metadata` (Metadata, DescribeCluster), `produce`,
 `fetch`, `offsets` (ListOffsets, OffsetForLeaderEpoch), `admin` (the controller's APIs and
 InitProducerId), `control` (LeaderAndIsr, UpdateMetadata, StopReplica), `pin_controller`
-(KIP-39). `errors` builds every API's error response.
+(KIP-39), `groups` (FindCoordinator, and the group APIs the coordinator answers). `errors` builds
+every API's error response.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from epochlog.broker.handlers.control import (
     handle_update_metadata,
 )
 from epochlog.broker.handlers.fetch import handle_fetch
+from epochlog.broker.handlers.groups import handle_find_coordinator, handle_group_request
 from epochlog.broker.handlers.metadata import handle_describe_cluster, handle_metadata
 from epochlog.broker.handlers.offsets import handle_list_offsets, handle_offset_for_leader_epoch
 from epochlog.broker.handlers.pin_controller import handle_pin_controller
@@ -52,6 +54,22 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.ALTER_PARTITION: handle_alter_partition,
     ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
     ApiKey.PIN_CONTROLLER: handle_pin_controller,
+    ApiKey.FIND_COORDINATOR: handle_find_coordinator,
+    **{
+        key: handle_group_request
+        for key in (
+            ApiKey.OFFSET_COMMIT,
+            ApiKey.OFFSET_FETCH,
+            ApiKey.JOIN_GROUP,
+            ApiKey.HEARTBEAT,
+            ApiKey.LEAVE_GROUP,
+            ApiKey.SYNC_GROUP,
+            ApiKey.DESCRIBE_GROUPS,
+            ApiKey.LIST_GROUPS,
+            ApiKey.DELETE_GROUPS,
+            ApiKey.OFFSET_DELETE,
+        )
+    },
 }
 assert set(HANDLERS) == set(APIS), "every API in APIS needs a handler"
 

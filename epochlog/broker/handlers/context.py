@@ -19,6 +19,7 @@ from epochlog.broker.collaborators import (
     BrokerEpochHolder,
     ControllerGateway,
     ControllerPins,
+    GroupCoordinatorGateway,
     ProducerIdSource,
     TopicAutoCreator,
 )
@@ -54,6 +55,7 @@ class BrokerServices:
     endpoints: tuple[BrokerEndpoint, ...] = ()  # this broker's advertised endpoints
     rack: str | None = None
     controller_pins: ControllerPins | None = None  # KIP-39 (None: no ZooKeeper, no pinning)
+    group_coordinator: GroupCoordinatorGateway | None = None  # None: no groups served
 
     @property
     def kip380_enabled(self) -> bool:

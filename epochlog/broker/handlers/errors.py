@@ -210,6 +210,97 @@ def _pin_controller(version: int, body: Any, code: int, message: str | None) -> 
     return m.PinControllerResponse(error_code=code, error_message=message)
 
 
+def _offset_commit(version: int, body: Any, code: int, message: str | None) -> Message:
+    R = m.OffsetCommitResponse
+    return R(
+        topics=[
+            R.OffsetCommitResponseTopic(
+                name=t.name,
+                partitions=[
+                    R.OffsetCommitResponsePartition(
+                        partition_index=p.partition_index, error_code=code
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in (body.topics if body is not None else [])
+        ]
+    )
+
+
+def _offset_fetch(version: int, body: Any, code: int, message: str | None) -> Message:
+    R = m.OffsetFetchResponse
+    if version >= 8:
+        groups = body.groups if body is not None else []
+        return R(
+            groups=[
+                R.OffsetFetchResponseGroup(group_id=g.group_id, error_code=code) for g in groups
+            ]
+        )
+    topics = (body.topics or []) if body is not None else []
+    return R(
+        error_code=code,
+        topics=[
+            R.OffsetFetchResponseTopic(
+                name=t.name,
+                partitions=[
+                    R.OffsetFetchResponsePartition(
+                        partition_index=p, committed_offset=-1, metadata="", error_code=code
+                    )
+                    for p in t.partition_indexes
+                ],
+            )
+            for t in topics
+        ],
+    )
+
+
+def _find_coordinator(version: int, body: Any, code: int, message: str | None) -> Message:
+    R = m.FindCoordinatorResponse
+    if version >= 4:
+        keys = body.coordinator_keys if body is not None else []
+        return R(
+            coordinators=[
+                R.Coordinator(
+                    key=k, node_id=-1, host="", port=-1, error_code=code, error_message=message
+                )
+                for k in keys
+            ]
+        )
+    return R(error_code=code, error_message=message, node_id=-1, host="", port=-1)
+
+
+def _join_group(version: int, body: Any, code: int, message: str | None) -> Message:
+    member = body.member_id if body is not None else ""
+    return m.JoinGroupResponse(
+        error_code=code, member_id=member, protocol_name=None if version >= 7 else ""
+    )
+
+
+def _describe_groups(version: int, body: Any, code: int, message: str | None) -> Message:
+    R = m.DescribeGroupsResponse
+    groups = body.groups if body is not None else []
+    return R(
+        groups=[
+            R.DescribedGroup(
+                error_code=code,
+                group_id=g,
+                group_state="",
+                protocol_type="",
+                protocol_data="",
+                authorized_operations=-(2**31),
+            )
+            for g in groups
+        ]
+    )
+
+
+def _delete_groups(version: int, body: Any, code: int, message: str | None) -> Message:
+    R = m.DeleteGroupsResponse
+    names = body.groups_names if body is not None else []
+    return R(results=[R.DeletableGroupResult(group_id=g, error_code=code) for g in names])
+
+
 _BUILDERS: dict[ApiKey, Any] = {
     ApiKey.PRODUCE: _produce,
     ApiKey.FETCH: _fetch,
@@ -227,5 +318,16 @@ _BUILDERS: dict[ApiKey, Any] = {
     ApiKey.ALTER_PARTITION: _top_level(m.AlterPartitionResponse),
     ApiKey.DESCRIBE_CLUSTER: _describe_cluster,
     ApiKey.PIN_CONTROLLER: _pin_controller,
+    ApiKey.OFFSET_COMMIT: _offset_commit,
+    ApiKey.OFFSET_FETCH: _offset_fetch,
+    ApiKey.FIND_COORDINATOR: _find_coordinator,
+    ApiKey.JOIN_GROUP: _join_group,
+    ApiKey.HEARTBEAT: _top_level(m.HeartbeatResponse),
+    ApiKey.LEAVE_GROUP: _top_level(m.LeaveGroupResponse),
+    ApiKey.SYNC_GROUP: _top_level(m.SyncGroupResponse),
+    ApiKey.DESCRIBE_GROUPS: _describe_groups,
+    ApiKey.LIST_GROUPS: _top_level(m.ListGroupsResponse),
+    ApiKey.DELETE_GROUPS: _delete_groups,
+    ApiKey.OFFSET_DELETE: _top_level(m.OffsetDeleteResponse),
 }
 assert set(_BUILDERS) == set(APIS), "every API we serve needs an error response"

@@ -1,0 +1,109 @@
+"""FindCoordinator, and the group APIs passed to the group coordinator.
+
+A group's coordinator is the leader of its `__consumer_offsets` partition (Kafka's mapping, asked
+of the coordinator: `partition_of`). FindCoordinator answers with that leader as this listener
+advertises it; the first request for any group creates the topic (with Kafka's settings: see
+`node/groups.py`) and is answered COORDINATOR_NOT_AVAILABLE until the partition has a leader,
+which clients retry. Transactional ids have no coordinator here (no transactions yet): they are
+refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as InitProducerId refuses them.
+
+JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups,
+ListGroups, DeleteGroups and OffsetDelete go to the coordinator as they are; a broker that runs
+none answers COORDINATOR_NOT_AVAILABLE.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from epochlog.broker.handlers.context import BrokerServices, ConnectionInfo
+from epochlog.broker.handlers.errors import error_response
+from epochlog.protocol import messages as m
+from epochlog.protocol.api import Request
+from epochlog.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+GROUP_KEY = 0
+TRANSACTION_KEY = 1
+
+
+async def handle_group_request(
+    services: BrokerServices, request: Request, connection: ConnectionInfo
+) -> Any:
+    coordinator = services.group_coordinator
+    if coordinator is None:
+        return error_response(
+            request.api_key,
+            request.api_version,
+            request.body,
+            ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            "this broker runs no group coordinator",
+        )
+    host = connection.peer.rsplit(":", 1)[0]
+    return await coordinator.handle(
+        request.api_key,
+        request.api_version,
+        request.body,
+        request.header.client_id or "",
+        "/" + host,
+    )
+
+
+async def handle_find_coordinator(
+    services: BrokerServices, request: Request, connection: ConnectionInfo
+) -> Any:
+    body, version = request.body, request.api_version
+    key_type = body.key_type if version >= 1 else GROUP_KEY
+    keys = list(body.coordinator_keys) if version >= 4 else [body.key]
+    found = [await _find(services, key, key_type, connection.listener) for key in keys]
+    R = m.FindCoordinatorResponse
+    if version >= 4:
+        return R(
+            coordinators=[
+                R.Coordinator(
+                    key=key,
+                    node_id=node,
+                    host=host,
+                    port=port,
+                    error_code=error,
+                    error_message=message,
+                )
+                for key, (error, message, node, host, port) in zip(keys, found, strict=True)
+            ]
+        )
+    error, message, node, host, port = found[0]
+    return R(error_code=error, error_message=message, node_id=node, host=host, port=port)
+
+
+async def _find(
+    services: BrokerServices, key: str, key_type: int, listener: str
+) -> tuple[ErrorCode, str | None, int, str, int]:
+    def fail(error: ErrorCode, message: str) -> tuple[ErrorCode, str | None, int, str, int]:
+        return error, message, -1, "", -1
+
+    if key_type == TRANSACTION_KEY:
+        return fail(
+            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            "transactions are not supported by this cluster",
+        )
+    if key_type != GROUP_KEY:
+        return fail(ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}")
+    coordinator = services.group_coordinator
+    if coordinator is None:
+        return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE, "this broker runs no group coordinator")
+    partitions = services.metadata_cache.partitions(OFFSETS_TOPIC)
+    if not partitions:
+        try:
+            await coordinator.create_offsets_topic()
+        except Exception as exc:  # the next FindCoordinator tries again
+            log.warning("cannot create %s: %s", OFFSETS_TOPIC, exc)
+        return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC} is being created")
+    info = partitions.get(coordinator.partition_of(key))
+    leader = services.metadata_cache.broker(info.leader) if info is not None else None
+    endpoint = leader.endpoint_for(listener) if leader is not None else None
+    if endpoint is None:
+        return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group's partition has no leader")
+    return ErrorCode.NONE, None, leader.broker_id, endpoint.host, endpoint.port

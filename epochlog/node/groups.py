@@ -1,0 +1,239 @@
+"""The group coordinator assembled into a broker process.
+
+- `ReplicaManagerOffsets` is the coordinator's narrow view of the partition layer
+  (`coordinator.group.runtime.OffsetsPartitions`): append records to a `__consumer_offsets`
+  partition this broker leads, with acks=all, and read one back from its start.
+- `ZkGroupCoordinator` is what the broker's handlers call (`broker.collaborators.
+  GroupCoordinatorGateway`): the group service over the runtime, Kafka's group -> partition
+  mapping, and the creation of `__consumer_offsets` on first need, with Kafka's settings:
+  `offsets.topic.num.partitions` partitions, `offsets.topic.replication.factor` replicas (fewer
+  when fewer brokers are registered, said in the log), compacted, `offsets.topic.segment.bytes`.
+- `attach_group_coordinator` follows the replica manager's leadership changes: a broker that
+  becomes leader of an offsets partition loads its groups; one that stops leading it unloads them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NodeExistsError
+
+from epochlog.broker.appends import start_append_records
+from epochlog.broker.broker import Broker
+from epochlog.broker.config import BrokerConfig
+from epochlog.controller.assignment import assign_replicas
+from epochlog.coordinator.group.operations import GroupConfig
+from epochlog.coordinator.group.record_codec import ConsumerOffsetsCodec
+from epochlog.coordinator.group.runtime import (
+    OFFSETS_TOPIC,
+    CoordinatorError,
+    EncodedRecord,
+    GroupCoordinatorRuntime,
+    partition_for_group,
+)
+from epochlog.coordinator.group.service import GroupService
+from epochlog.protocol.errors import ErrorCode
+from epochlog.protocol.records import RecordBatchBuilder, decode_batches
+from epochlog.zk import controller_zk as zkc
+from epochlog.zk.znodes import (
+    TopicAssignment,
+    encode_topic_assignment,
+    encode_topic_config,
+    topic_config_path,
+    topic_path,
+)
+
+log = logging.getLogger(__name__)
+
+READ_CHUNK_BYTES = 1 << 20
+PRODUCE_VERSION = 9
+
+# Kafka's answers to a failed append of group records (GroupMetadataManager's error mapping).
+_APPEND_ERRORS = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+}
+
+
+def group_config_from(config: BrokerConfig) -> GroupConfig:
+    return GroupConfig(
+        min_session_timeout_ms=config["group.min.session.timeout.ms"],
+        max_session_timeout_ms=config["group.max.session.timeout.ms"],
+        initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
+        max_size=config["group.max.size"],
+        offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
+        offset_metadata_max_bytes=config["offset.metadata.max.bytes"],
+    )
+
+
+class ReplicaManagerOffsets:
+    def __init__(self, broker: Broker, commit_timeout_ms: int) -> None:
+        self.rm = broker.replica_manager
+        self.commit_timeout_ms = commit_timeout_ms
+
+    async def append(self, partition: int, records: Sequence[EncodedRecord]) -> None:
+        builder = RecordBatchBuilder()
+        now = int(time.time() * 1000)
+        for key, value in records:
+            builder.append(now, key, value)
+        key = (OFFSETS_TOPIC, partition)
+        results = await start_append_records(
+            self.rm,
+            timeout_ms=self.commit_timeout_ms,
+            required_acks=-1,
+            entries=[(key, builder.build())],
+            version=PRODUCE_VERSION,
+        )
+        error = results[key].error
+        if error is not ErrorCode.NONE:
+            raise CoordinatorError(
+                _APPEND_ERRORS.get(error, ErrorCode.UNKNOWN_SERVER_ERROR),
+                f"{OFFSETS_TOPIC}-{partition}: append failed with {error.name}",
+            )
+
+    async def read(self, partition: int) -> AsyncIterator[EncodedRecord]:
+        found = self.rm.get_partition(OFFSETS_TOPIC, partition)
+        if found is None:
+            raise CoordinatorError(ErrorCode.NOT_COORDINATOR)
+        log_ = found.log
+        offset = log_.log_start_offset
+        while offset < log_.log_end_offset:
+            chunk = log_.read(offset, READ_CHUNK_BYTES)
+            data = await asyncio.to_thread(chunk.read_bytes)
+            batches = decode_batches(data)
+            if not batches:
+                break
+            for batch in batches:
+                for record in batch.records:
+                    if record.offset >= offset and record.key is not None:
+                        yield record.key, record.value
+            offset = max(offset, batches[-1].next_offset)
+
+
+class ZkGroupCoordinator:
+    def __init__(self, zk: KazooClient, config: BrokerConfig, broker: Broker) -> None:
+        self.zk = zk
+        self.config = config
+        self.runtime = GroupCoordinatorRuntime(
+            ReplicaManagerOffsets(broker, config["offsets.commit.timeout.ms"]),
+            ConsumerOffsetsCodec(),
+            config["offsets.topic.num.partitions"],
+            group_config_from(config),
+        )
+        self.service = GroupService(self.runtime)
+        self._creating: asyncio.Task[None] | None = None
+
+    @property
+    def api_keys(self) -> frozenset[int]:
+        return self.service.api_keys
+
+    @property
+    def partition_count(self) -> int:
+        return self.runtime.partition_count
+
+    def partition_of(self, group_id: str) -> int:
+        return partition_for_group(group_id, self.runtime.partition_count)
+
+    async def handle(
+        self, api_key: int, version: int, body: Any, client_id: str, client_host: str
+    ) -> Any:
+        return await self.service.handle(api_key, version, body, client_id, client_host)
+
+    async def create_offsets_topic(self) -> None:
+        if self._creating is None or self._creating.done():
+            self._creating = asyncio.get_running_loop().create_task(
+                asyncio.to_thread(self._create_offsets_topic)
+            )
+        await asyncio.shield(self._creating)
+
+    def _create_offsets_topic(self) -> None:
+        if self.zk.exists(topic_path(OFFSETS_TOPIC)) is not None:
+            return
+        brokers = sorted(zkc.read_brokers(self.zk))
+        wanted = self.config["offsets.topic.replication.factor"]
+        factor = min(wanted, len(brokers))
+        if factor < wanted:
+            log.warning(
+                "creating %s with replication factor %d: only %d brokers are registered "
+                "(offsets.topic.replication.factor is %d)",
+                OFFSETS_TOPIC,
+                factor,
+                len(brokers),
+                wanted,
+            )
+        assignment = assign_replicas(
+            brokers, self.config["offsets.topic.num.partitions"], max(factor, 1)
+        )
+        configs = {
+            "cleanup.policy": "compact",
+            "compression.type": "producer",
+            "segment.bytes": str(self.config["offsets.topic.segment.bytes"]),
+        }
+        # Kafka writes the topic's config before the topic: the controller reads both.
+        with contextlib.suppress(NodeExistsError):
+            self.zk.create(
+                topic_config_path(OFFSETS_TOPIC), encode_topic_config(configs), makepath=True
+            )
+        with contextlib.suppress(NodeExistsError):
+            self.zk.create(
+                topic_path(OFFSETS_TOPIC),
+                encode_topic_assignment(TopicAssignment(assignment, uuid.uuid4())),
+                makepath=True,
+            )
+            log.info(
+                "created %s: %d partitions, replication factor %d",
+                OFFSETS_TOPIC,
+                len(assignment),
+                factor,
+            )
+
+
+def attach_group_coordinator(broker: Broker, coordinator: ZkGroupCoordinator) -> None:
+    """Load and unload shards as this broker's leadership of offsets partitions changes."""
+    rm = broker.replica_manager
+    runtime = coordinator.runtime
+    on_leader, on_follower, on_stop = (
+        rm.on_become_leader,
+        rm.on_become_follower,
+        rm.on_stop_replicas,
+    )
+
+    def became_leader(partitions: list[Any]) -> None:
+        if on_leader is not None:
+            on_leader(partitions)
+        for p in partitions:
+            if p.key[0] == OFFSETS_TOPIC:
+                runtime.elected(p.key[1])
+
+    def became_follower(partitions: list[Any]) -> None:
+        if on_follower is not None:
+            on_follower(partitions)
+        for p in partitions:
+            if p.key[0] == OFFSETS_TOPIC:
+                runtime.resigned(p.key[1])
+
+    def stopped(keys: list[tuple[str, int]]) -> None:
+        if on_stop is not None:
+            on_stop(keys)
+        for topic, partition in keys:
+            if topic == OFFSETS_TOPIC:
+                runtime.resigned(partition)
+
+    rm.on_become_leader = became_leader
+    rm.on_become_follower = became_follower
+    rm.on_stop_replicas = stopped
+    broker.services.group_coordinator = coordinator
