@@ -281,3 +281,57 @@ def test_the_admin_api_lists_describes_and_deletes_groups(cluster) -> None:
     admin.delete_consumer_groups(["adm-g"])["adm-g"].result(timeout=10)
     listed = admin.list_consumer_groups().result(timeout=10)
     assert "adm-g" not in {g.group_id for g in listed.valid}
+
+
+def test_kafka_python_admin_manages_topics_and_reads_groups(cluster) -> None:
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    make_topic(cluster, "kp-admin", records=4)
+    consumer = confluent_consumer(cluster, "kp-admin-g")
+    consumer.subscribe(["kp-admin"])
+    poll_values(consumer, 4)
+    consumer.commit(asynchronous=False)
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+    try:
+        admin.create_topics([NewTopic("kp-admin-new", 2, 3)])
+        assert "kp-admin-new" in admin.list_topics()
+        assert "kp-admin-g" in {g["group_id"] for g in admin.list_groups()}
+        group = admin.describe_groups(["kp-admin-g"])["kp-admin-g"]
+        assert group["group_state"] == "Stable" and len(group["members"]) == 1
+        assignment = group["members"][0]["member_assignment"]["assigned_partitions"]
+        assert assignment == [{"topic": "kp-admin", "partitions": list(range(PARTITIONS))}]
+        offsets = admin.list_group_offsets({"kp-admin-g": None})["kp-admin-g"]
+        assert sum(meta.offset for meta in offsets.values()) == 4
+        admin.delete_topics(["kp-admin-new"])
+    finally:
+        admin.close()
+        consumer.close()
+
+
+def test_aiokafka_admin_manages_topics_and_reads_groups(cluster) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    make_topic(cluster, "aio-admin", records=4)
+    consumer = confluent_consumer(cluster, "aio-admin-g")
+    consumer.subscribe(["aio-admin"])
+    poll_values(consumer, 4)
+    consumer.commit(asynchronous=False)
+
+    async def run() -> None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+        await admin.start()
+        try:
+            await admin.create_topics([NewTopic("aio-admin-new", 2, 3)])
+            assert "aio-admin-new" in await admin.list_topics()
+            groups = await admin.list_consumer_groups()
+            assert "aio-admin-g" in {g[0] for g in groups}
+            offsets = await admin.list_consumer_group_offsets("aio-admin-g")
+            assert sum(meta.offset for meta in offsets.values()) == 4
+            await admin.delete_topics(["aio-admin-new"])
+        finally:
+            await admin.close()
+
+    try:
+        asyncio.run(run())
+    finally:
+        consumer.close()
