@@ -258,6 +258,11 @@ class LogCleaner:
             thread.join()
         self._threads.clear()
 
+    @property
+    def stopping(self) -> threading.Event:
+        """Set once `shutdown` begins (an `OwnerRunner` stops waiting on it)."""
+        return self._stop
+
     def forget(self, key: TopicPartition) -> None:
         """The log is gone (deleted): drop its checkpoint entry. On the owner."""
         self._checkpoints.pop(key, None)
