@@ -221,7 +221,10 @@ _ZIGZAG_1 = [(b >> 1) ^ -(b & 1) for b in range(128)]
 
 def scan_records(payload: bytes, count: int, where: str = "batch") -> list[RecordSpan]:
     """The records of a (decompressed) batch body, without copying values or decoding headers.
-    Raises CorruptRecordError when the body does not hold `count` whole records."""
+    Raises CorruptRecordError when the body does not hold `count` whole records.
+
+    Varints of one and two bytes (every length, delta and key size of a 100 B record) are
+    decoded inline: this loop is most of a cleaner pass's CPU."""
     zz = _ZIGZAG_1
     varint = decode_varint
     spans: list[RecordSpan] = []
@@ -236,25 +239,42 @@ def scan_records(payload: bytes, count: int, where: str = "batch") -> list[Recor
                 length = zz[b]
                 pos += 1
             else:
-                length, pos = varint(payload, pos)
+                b2 = payload[pos + 1]
+                if b2 < 128:
+                    raw = (b & 0x7F) | (b2 << 7)
+                    length = (raw >> 1) ^ -(raw & 1)
+                    pos += 2
+                else:
+                    length, pos = varint(payload, pos)
             record_end = pos + length
             if length <= 0 or record_end > end:
                 raise CorruptRecordError(
                     f"{where}: record {len(spans)} has length {length}, {end - pos} bytes remain"
                 )
-            pos += 1  # attributes
-            b = payload[pos]
+            b = payload[pos + 1]  # after the attributes byte: the timestamp delta
             if b < 128:
                 ts_delta = zz[b]
-                pos += 1
+                pos += 2
             else:
-                ts_delta, pos = varint(payload, pos)
+                b2 = payload[pos + 2]
+                if b2 < 128:
+                    raw = (b & 0x7F) | (b2 << 7)
+                    ts_delta = (raw >> 1) ^ -(raw & 1)
+                    pos += 3
+                else:
+                    ts_delta, pos = varint(payload, pos + 1)
             b = payload[pos]
             if b < 128:
                 offset_delta = zz[b]
                 pos += 1
             else:
-                offset_delta, pos = varint(payload, pos)
+                b2 = payload[pos + 1]
+                if b2 < 128:
+                    raw = (b & 0x7F) | (b2 << 7)
+                    offset_delta = (raw >> 1) ^ -(raw & 1)
+                    pos += 2
+                else:
+                    offset_delta, pos = varint(payload, pos)
             b = payload[pos]
             if b < 128:
                 n = zz[b]
@@ -266,9 +286,8 @@ def scan_records(payload: bytes, count: int, where: str = "batch") -> list[Recor
                 pos += n
             else:
                 key = None
-            b = payload[pos]
-            tombstone = b == 1  # a value length of -1 (zig-zag varint 0x01)
-            append((start, record_end, offset_delta, ts_delta, key, tombstone))
+            # A value length of -1 (the zig-zag varint 0x01) is a tombstone.
+            append((start, record_end, offset_delta, ts_delta, key, payload[pos] == 1))
             pos = record_end
     except IndexError:
         raise CorruptRecordError(f"{where}: record {len(spans)} runs past its batch") from None
