@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup system-deps test test-slow lint bench bench-throughput bench-client bench-controller-moves bench-spark demo clean
+.PHONY: setup system-deps test test-slow lint bench bench-throughput bench-client bench-controller-moves bench-spark bench-compaction demo clean
 
 setup: $(STAMP) system-deps
 
@@ -44,6 +44,10 @@ bench-spark: setup
 
 bench-controller-moves: setup
 	$(PY) bench/controller_moves.py
+
+bench-compaction: setup system-deps
+	$(PY) bench/compaction.py
+	$(PY) bench/compaction_latency.py
 
 bench-client: setup system-deps
 	$(PY) bench/client.py

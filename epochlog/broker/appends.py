@@ -63,6 +63,7 @@ def append_to_leader(
             where=partition.name,
             max_decompressed_bytes=config.max_decompressed_bytes,
             log_append_time=config.log_append_time,
+            require_keys=config.compact,
         )
         assert records is not None
         result = partition.append_records_as_leader(

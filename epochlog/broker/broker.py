@@ -46,6 +46,7 @@ from epochlog.broker.server import KafkaServer
 from epochlog.broker.transmit import SendMode
 from epochlog.faults import FaultInjector
 from epochlog.storage import LogConfig, LogManager
+from epochlog.storage.cleaner import CleanerConfig, run_on_loop
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,23 @@ def log_config_from(config: BrokerConfig) -> LogConfig:
         flush_interval_messages=config["log.flush.interval.messages"],
         message_timestamp_type=config["log.message.timestamp.type"],
         decompressed_max_multiple=config["epochlog.message.max.decompressed.multiple"],
+        cleanup_policy=",".join(sorted(set(config["log.cleanup.policy"]))),
+        min_cleanable_dirty_ratio=config["log.cleaner.min.cleanable.ratio"],
+        min_compaction_lag_ms=config["log.cleaner.min.compaction.lag.ms"],
+        max_compaction_lag_ms=config["log.cleaner.max.compaction.lag.ms"],
+        delete_retention_ms=config["log.cleaner.delete.retention.ms"],
+    )
+
+
+def cleaner_config_from(config: BrokerConfig) -> CleanerConfig:
+    """The log cleaner's settings from the broker's log.cleaner.* keys."""
+    return CleanerConfig(
+        enable=config["log.cleaner.enable"],
+        threads=config["log.cleaner.threads"],
+        dedupe_buffer_size=config["log.cleaner.dedupe.buffer.size"],
+        io_buffer_size=config["log.cleaner.io.buffer.size"],
+        backoff_ms=config["log.cleaner.backoff.ms"],
+        step_delay_ms=config["epochlog.test.cleaner.step.delay.ms"],
     )
 
 
@@ -85,7 +103,9 @@ class Broker:
         self.cluster_id = cluster_id
         self.epoch_holder = epoch_holder or BrokerEpochHolder()
         self.metadata_cache = MetadataCache()
-        self.log_manager = LogManager(config.log_dirs, log_config_from(config))
+        self.log_manager = LogManager(
+            config.log_dirs, log_config_from(config), cleaner_config=cleaner_config_from(config)
+        )
         self.replica_manager = ReplicaManager(
             broker_id=self.broker_id,
             config=config,
@@ -137,6 +157,11 @@ class Broker:
         )
         self._started = False
 
+    def _high_watermark_of(self, key: tuple[str, int]) -> int | None:
+        """For the log cleaner (on the loop): the partition's HW, None if it is not served."""
+        partition = self.replica_manager.partitions.get(key)
+        return None if partition is None else partition.high_watermark
+
     @property
     def advertised_endpoints(self) -> tuple[BrokerEndpoint, ...]:
         """Where clients reach this broker, with the bound ports (valid after `start`)."""
@@ -151,6 +176,10 @@ class Broker:
         await loop.run_in_executor(None, self.log_manager.startup, self.broker_id, self.cluster_id)
         try:
             self.replica_manager.startup()
+            self.log_manager.cleaner.start(
+                run_on_owner=run_on_loop(loop, self.log_manager.cleaner.stopping),
+                high_watermark_of=self._high_watermark_of,
+            )
             self.alter_partition_manager.start()
             bound: dict[str, int] = {}
             for endpoint in self.config.listeners:
@@ -161,7 +190,7 @@ class Broker:
             await self.alter_partition_manager.stop()
             await self.replica_manager.shutdown()
             await self.server.stop()
-            self.log_manager.shutdown()
+            await loop.run_in_executor(None, self.log_manager.shutdown)
             raise
         advertised = []
         for endpoint in self.config.advertised_listeners:

@@ -96,6 +96,45 @@ DEFINITIONS: dict[str, Definition] = {
     "log.message.timestamp.type": Definition(
         "string", "CreateTime", "", _one_of("CreateTime", "LogAppendTime")
     ),
+    "log.cleanup.policy": Definition(
+        "list",
+        ["delete"],
+        "the default cleanup.policy of topics: delete, compact or both",
+        lambda v: (
+            None
+            if v and set(v) <= {"delete", "compact"}
+            else "must be delete, compact or compact,delete"
+        ),
+    ),
+    "log.cleaner.enable": Definition("bool", True, "run the log cleaner (compaction)"),
+    "log.cleaner.threads": Definition("int", 1, "log cleaner threads", _at_least(1)),
+    "log.cleaner.dedupe.buffer.size": Definition(
+        "long",
+        134217728,
+        "memory for the cleaners' offset maps, all threads (Kafka sizes 24 bytes per key)",
+        _at_least(1024),
+    ),
+    "log.cleaner.io.buffer.size": Definition(
+        "int", 524288, "read and write buffer of a cleaner thread", _at_least(1024)
+    ),
+    "log.cleaner.backoff.ms": Definition(
+        "long", 15000, "how long a cleaner sleeps when no log needs cleaning", _at_least(0)
+    ),
+    "log.cleaner.min.cleanable.ratio": Definition(
+        "double",
+        0.5,
+        "default min.cleanable.dirty.ratio",
+        lambda v: None if 0.0 <= v <= 1.0 else "must be between 0 and 1",
+    ),
+    "log.cleaner.min.compaction.lag.ms": Definition(
+        "long", 0, "default min.compaction.lag.ms", _at_least(0)
+    ),
+    "log.cleaner.max.compaction.lag.ms": Definition(
+        "long", INT64_MAX, "default max.compaction.lag.ms", _at_least(1)
+    ),
+    "log.cleaner.delete.retention.ms": Definition(
+        "long", 86400000, "default delete.retention.ms (how long tombstones stay)", _at_least(0)
+    ),
     "socket.request.max.bytes": Definition("int", 104857600, "", _at_least(1)),
     "message.max.bytes": Definition("int", 1048588, "", _at_least(0)),
     "compression.type": Definition(
@@ -183,8 +222,8 @@ ACCEPTED_WITHOUT_EFFECT = frozenset(
         "inter.broker.listener.name",
         "security.inter.broker.protocol",
         "inter.broker.protocol.version",
-        "log.cleaner.enable",
-        "log.cleanup.policy",
+        "log.cleaner.io.buffer.load.factor",
+        "log.cleaner.io.max.bytes.per.second",
         "zookeeper.connection.timeout.ms",
         "broker.id.generation.enable",
     }
@@ -199,6 +238,9 @@ TEST_SWITCHES: dict[str, Definition] = {
     ),
     "epochlog.test.hw.checkpoint.guard.enabled": Definition(
         "bool", True, "no HW checkpoint before the first LeaderAndIsr (KAFKA-7235)"
+    ),
+    "epochlog.test.cleaner.step.delay.ms": Definition(
+        "long", 0, "the log cleaner sleeps this long at each step of a pass (kill tests)"
     ),
     "epochlog.test.faults.file": Definition(
         "string", None, "fault rules for inter-broker requests (epochlog.faults)"

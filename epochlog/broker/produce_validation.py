@@ -18,6 +18,9 @@ Partition level, Kafka's order (`ProduceRequest.validateRecords`, then `LogValid
   `max_decompressed_bytes` (`protocol.record_validation`): a payload that does not decompress or
   records that do not parse are CORRUPT_MESSAGE; a record count, offset delta, record size or
   max timestamp that disagrees with the header, or an expansion past the bound, INVALID_RECORD.
+- On a compacted topic (`require_keys`) a record without a key is INVALID_RECORD, with Kafka's
+  message for each such record: "Compacted topic cannot accept message without key in topic
+  partition <topic>-<partition>."
 A failed check raises `ProduceValidationError` carrying the code, a message naming the
 partition and what was wrong, and (for one record's fault) Kafka's per-record error: its index in
 the batch and the message; the caller appends nothing for that partition.
@@ -27,7 +30,11 @@ from __future__ import annotations
 
 from epochlog.protocol.compression import Compression
 from epochlog.protocol.errors import ErrorCode
-from epochlog.protocol.record_validation import RecordsError, check_batch_records
+from epochlog.protocol.record_validation import (
+    MissingKeyError,
+    RecordsError,
+    check_batch_records,
+)
 from epochlog.protocol.records import (
     BATCH_HEADER_SIZE,
     COMPRESSION_MASK,
@@ -79,6 +86,7 @@ def validate_partition_records(
     where: str,
     max_decompressed_bytes: int | None = None,
     log_append_time: bool = False,
+    require_keys: bool = False,
 ) -> BatchHeader:
     """Check one partition's records; return the header of its single batch.
 
@@ -167,7 +175,13 @@ def validate_partition_records(
             header,
             max_decompressed_bytes=max_decompressed_bytes,
             check_max_timestamp=not log_append_time,
+            require_keys=require_keys,
         )
+    except MissingKeyError as exc:
+        message = f"Compacted topic cannot accept message without key in topic partition {where}."
+        raise ProduceValidationError(
+            ErrorCode.INVALID_RECORD, message, [(index, message) for index in exc.record_indexes]
+        ) from None
     except RecordsError as exc:
         codec = header.compression
         kind = "uncompressed" if codec is Compression.NONE else codec.name.lower()

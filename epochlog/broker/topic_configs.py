@@ -5,7 +5,10 @@ topic may set here, their validation, and what they change.
   override the broker's defaults in the partition's `LogConfig`;
 - `min.insync.replicas` overrides the broker's for acks=all produce and the HW rule;
 - `unclean.leader.election.enable` is read by the controller when it elects;
-- `cleanup.policy` may only be `delete` (there is no log compaction here).
+- `cleanup.policy` (`delete`, `compact` or `compact,delete`) and the compaction keys
+  (`min.cleanable.dirty.ratio`, `min.compaction.lag.ms`, `max.compaction.lag.ms`,
+  `delete.retention.ms`) reach the `LogConfig` too: the log cleaner and the produce path (keyless
+  records are refused on a compacted topic) read them there.
 
 The controller validates a new topic's configs before writing anything (INVALID_CONFIG naming
 the key); a broker applies them when it creates the partition's log, reading them from
@@ -21,7 +24,7 @@ from epochlog.broker.isr_rules import ReplicationSettings
 from epochlog.storage.config import TOPIC_CONFIG_FIELDS, LogConfig
 
 BOOLEANS = ("true", "false")
-OTHER_KEYS = ("cleanup.policy", "min.insync.replicas", "unclean.leader.election.enable")
+OTHER_KEYS = ("min.insync.replicas", "unclean.leader.election.enable")
 KNOWN_KEYS = tuple(sorted((*TOPIC_CONFIG_FIELDS, *OTHER_KEYS)))
 
 
@@ -41,13 +44,8 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> None:
             storage[key] = value
         elif key == "min.insync.replicas":
             _positive_int(key, value)
-        elif key == "unclean.leader.election.enable":
-            if value.strip().lower() not in BOOLEANS:
-                raise TopicConfigError(f"topic config {key}={value!r} is not true or false")
-        elif key == "cleanup.policy" and value.strip() != "delete":
-            raise TopicConfigError(
-                f"topic config cleanup.policy={value!r}: only 'delete' is supported (no compaction)"
-            )
+        elif key == "unclean.leader.election.enable" and value.strip().lower() not in BOOLEANS:
+            raise TopicConfigError(f"topic config {key}={value!r} is not true or false")
     try:
         LogConfig().with_topic_overrides(storage)
     except ValueError as exc:

@@ -14,6 +14,9 @@ timestamp and offset deltas, its key, value and headers. `check_batch_records` r
   other than the header's maxTimestamp (CreateTime), or a payload that decompresses to more than
   `max_decompressed_bytes`.
 
+For a compacted topic (`require_keys`) a record without a key is INVALID_RECORD too, as Kafka's
+LogValidator has it: every keyless record is collected and `MissingKeyError` names their indexes.
+
 An uncompressed batch is walked in place. A compressed one is decompressed as a stream
 (`compression.decompress_stream`): each chunk is walked as it comes, a record cut by the chunk's
 end is carried to the next, and decompression stops at the bound, so a batch that expands a
@@ -57,6 +60,18 @@ class RecordsError(Exception):
         self.record_index = record_index
 
 
+class MissingKeyError(RecordsError):
+    """Records without a key in a batch for a compacted topic; `record_indexes` lists them."""
+
+    def __init__(self, record_indexes: list[int]) -> None:
+        super().__init__(
+            ErrorCode.INVALID_RECORD,
+            f"{len(record_indexes)} records without a key (indexes {record_indexes[:10]})",
+            record_indexes[0],
+        )
+        self.record_indexes = record_indexes
+
+
 class RecordsSummary(NamedTuple):
     record_count: int
     max_timestamp: int
@@ -79,9 +94,16 @@ class _Walk:
         "target_delta",
         "min_index",
         "found",
+        "keyless",
     )
 
-    def __init__(self, count: int, target_delta: int | None = None, min_index: int = 0) -> None:
+    def __init__(
+        self,
+        count: int,
+        target_delta: int | None = None,
+        min_index: int = 0,
+        require_keys: bool = False,
+    ) -> None:
         self.index = 0
         self.count = count
         self.max_delta = NO_DELTA
@@ -90,6 +112,8 @@ class _Walk:
         self.target_delta = target_delta
         self.min_index = min_index
         self.found: tuple[int, int] | None = None
+        # The indexes of records without a key, collected only when keys are required.
+        self.keyless: list[int] | None = [] if require_keys else None
 
 
 def _invalid(message: str, index: int | None = None) -> RecordsError:
@@ -117,6 +141,7 @@ def _scan(buf: bytes | bytearray | memoryview, pos: int, walk: _Walk) -> int:
     count = walk.count
     max_delta = walk.max_delta
     target = walk.target_delta
+    keyless = walk.keyless
     try:
         while pos < end:
             if index >= count:
@@ -170,6 +195,8 @@ def _scan(buf: bytes | bytearray | memoryview, pos: int, walk: _Walk) -> int:
                     pos += n
                 elif n < -1:
                     raise _corrupt(f"record {index} has key length {n}", index)
+                elif n == -1 and keyless is not None:
+                    keyless.append(index)
                 b = buf[pos]
                 if b < 128:
                     n = zz[b]
@@ -292,15 +319,17 @@ def check_batch_records(
     *,
     max_decompressed_bytes: int,
     check_max_timestamp: bool = True,
+    require_keys: bool = False,
 ) -> RecordsSummary:
     """Walk every record of the batch at the start of `batch` (whose header is `header` and whose
     CRC has been checked) and check it against the header; raise RecordsError for the first
     problem. `check_max_timestamp` is off for LogAppendTime topics, whose broker overwrites the
-    header's maxTimestamp."""
+    header's maxTimestamp. `require_keys` (a compacted topic) refuses records without a key
+    (MissingKeyError), once the whole batch has been walked."""
     count = header.records_count
     if count < 1:
         raise _invalid(f"the header counts {count} records")
-    walk = _Walk(count)
+    walk = _Walk(count, require_keys=require_keys)
     if header.compression is Compression.NONE:
         size = header.size
         pos = _scan(batch, BATCH_HEADER_SIZE, walk) if len(batch) == size else -1
@@ -317,6 +346,8 @@ def check_batch_records(
         uncompressed = _walk_stream(header, payload, max_decompressed_bytes, walk)
     if walk.index != count:
         raise _invalid(f"the header counts {count} records, the batch holds {walk.index}")
+    if walk.keyless:
+        raise MissingKeyError(walk.keyless)
     max_timestamp = header.base_timestamp + walk.max_delta
     if check_max_timestamp and max_timestamp != header.max_timestamp:
         raise _invalid(

@@ -19,6 +19,19 @@ How it works. A compacted log is cleaned in passes. Each pass:
    last offset delta, with holes where records were removed, so replicas and consumers see the
    same offsets; a fetch from a removed offset returns the next record.
 
+Never above the high watermark either: a segment holding uncommitted records may still be
+truncated by a follower, so it waits (`cleanable_range`'s `high_watermark`). The segments below
+the pass's end are rewritten in groups that fit one segment (`group_segments`, Kafka's
+groupSegmentsBySize); each group becomes one cleaned segment named by its first base offset.
+A producer's last batch is kept even when emptied (`retain_empty`), so that the producer state
+rebuilt from batch headers still knows the producer's sequence.
+
+Kept records are copied as their bytes (`scan_records` finds each record's span, key and whether
+it is a tombstone; `filter_batch` joins the spans that stay and re-frames the batch with a new
+count and CRC): their offset and timestamp deltas stay valid because the base offset and base
+timestamp do not change. Only a batch that gets a delete horizon is re-encoded, since its base
+timestamp becomes the horizon.
+
 The I/O around it (segment files, `.cleaned` / `.swap`, the checkpoint, the cleaner thread) is
 in `cleaner.py`.
 """
@@ -30,6 +43,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from epochlog.protocol.compression import Compression, compress, decompress
+from epochlog.protocol.errors import CorruptRecordError
 from epochlog.protocol.records import (
     BATCH_HEADER_SIZE,
     CONTROL_MASK,
@@ -44,8 +58,10 @@ from epochlog.protocol.records import (
     parse_batch_header,
     verify_batch,
 )
+from epochlog.protocol.varint import decode_varint
 
 MAX_LAG = 2**63 - 1
+INT32_MAX = 2**31 - 1
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 
 
@@ -89,11 +105,16 @@ def cleanable_range(
     log_start_offset: int,
     config: CompactionConfig,
     now_ms: int,
+    high_watermark: int | None = None,
 ) -> CleanableRange:
-    """The range one pass may clean. `segments` are in offset order; the last is active."""
+    """The range one pass may clean. `segments` are in offset order; the last is active. A
+    segment reaching past `high_watermark` (when known) is not cleanable, nor any after it."""
     first_dirty = log_start_offset if checkpoint is None else max(checkpoint, log_start_offset)
     first_uncleanable = segments[-1].base_offset if segments else first_dirty
     for segment in segments[:-1]:
+        if high_watermark is not None and segment.next_offset > high_watermark:
+            first_uncleanable = min(first_uncleanable, segment.base_offset)
+            break
         if segment.next_offset <= first_dirty:
             continue
         # min.compaction.lag.ms: a segment with records younger than the lag stays dirty.
@@ -191,6 +212,90 @@ def record_retained(record: Record, offset_map: OffsetMap, tombstones_expired: b
     return not (record.value is None and tombstones_expired)
 
 
+# A record as the cleaner sees it: (start, end) of its bytes in the batch body, its offset and
+# timestamp deltas, its key (None when keyless) and whether it is a tombstone (null value).
+RecordSpan = tuple[int, int, int, int, "bytes | None", bool]
+
+_ZIGZAG_1 = [(b >> 1) ^ -(b & 1) for b in range(128)]
+
+
+def scan_records(payload: bytes, count: int, where: str = "batch") -> list[RecordSpan]:
+    """The records of a (decompressed) batch body, without copying values or decoding headers.
+    Raises CorruptRecordError when the body does not hold `count` whole records.
+
+    Varints of one and two bytes (every length, delta and key size of a 100 B record) are
+    decoded inline: this loop is most of a cleaner pass's CPU."""
+    zz = _ZIGZAG_1
+    varint = decode_varint
+    spans: list[RecordSpan] = []
+    append = spans.append
+    end = len(payload)
+    pos = 0
+    try:
+        for _ in range(count):
+            start = pos
+            b = payload[pos]
+            if b < 128:
+                length = zz[b]
+                pos += 1
+            else:
+                b2 = payload[pos + 1]
+                if b2 < 128:
+                    raw = (b & 0x7F) | (b2 << 7)
+                    length = (raw >> 1) ^ -(raw & 1)
+                    pos += 2
+                else:
+                    length, pos = varint(payload, pos)
+            record_end = pos + length
+            if length <= 0 or record_end > end:
+                raise CorruptRecordError(
+                    f"{where}: record {len(spans)} has length {length}, {end - pos} bytes remain"
+                )
+            b = payload[pos + 1]  # after the attributes byte: the timestamp delta
+            if b < 128:
+                ts_delta = zz[b]
+                pos += 2
+            else:
+                b2 = payload[pos + 2]
+                if b2 < 128:
+                    raw = (b & 0x7F) | (b2 << 7)
+                    ts_delta = (raw >> 1) ^ -(raw & 1)
+                    pos += 3
+                else:
+                    ts_delta, pos = varint(payload, pos + 1)
+            b = payload[pos]
+            if b < 128:
+                offset_delta = zz[b]
+                pos += 1
+            else:
+                b2 = payload[pos + 1]
+                if b2 < 128:
+                    raw = (b & 0x7F) | (b2 << 7)
+                    offset_delta = (raw >> 1) ^ -(raw & 1)
+                    pos += 2
+                else:
+                    offset_delta, pos = varint(payload, pos)
+            b = payload[pos]
+            if b < 128:
+                n = zz[b]
+                pos += 1
+            else:
+                n, pos = varint(payload, pos)
+            if n >= 0:
+                key: bytes | None = payload[pos : pos + n]
+                pos += n
+            else:
+                key = None
+            # A value length of -1 (the zig-zag varint 0x01) is a tombstone.
+            append((start, record_end, offset_delta, ts_delta, key, payload[pos] == 1))
+            pos = record_end
+    except IndexError:
+        raise CorruptRecordError(f"{where}: record {len(spans)} runs past its batch") from None
+    if pos != end:
+        raise CorruptRecordError(f"{where}: {end - pos} bytes follow its {count} records")
+    return spans
+
+
 @dataclass(frozen=True)
 class FilteredBatch:
     data: bytes | None  # None: the batch is gone
@@ -207,65 +312,93 @@ def filter_batch(
     delete_retention_ms: int,
     *,
     retain_empty: bool = False,
+    verify: bool = True,
 ) -> FilteredBatch:
     """The batch at `pos` with only the records that stay (see `record_retained`).
 
     A batch that keeps every record and needs no delete horizon is returned as it was. Control
     batches are kept as they are. `retain_empty` keeps an empty batch header when nothing is left
-    (the last batch of a producer, so that its sequence state survives).
+    (the last batch of a producer, so that its sequence state survives). With `verify` the CRC
+    is checked first (CorruptRecordError).
     """
     header = parse_batch_header(buf, pos)
-    verify_batch(buf, pos, header)
-    original = bytes(memoryview(buf)[pos : pos + header.size])
+    if verify:
+        verify_batch(buf, pos, header)
+    view = memoryview(buf)
     if header.attributes & CONTROL_MASK:
+        original = bytes(view[pos : pos + header.size])
         return FilteredBatch(original, header.records_count, 0, header.max_timestamp)
-    payload = original[BATCH_HEADER_SIZE:]
+    payload = bytes(view[pos + BATCH_HEADER_SIZE : pos + header.size])
     if header.compression is not Compression.NONE:
         payload = decompress(header.compression, payload)
-    records = decode_records(payload, header)
+    spans = scan_records(payload, header.records_count, f"batch at offset {header.base_offset}")
     has_horizon = bool(header.attributes & DELETE_HORIZON_MASK)
     expired = has_horizon and now_ms >= header.base_timestamp
-    kept = [r for r in records if record_retained(r, offset_map, expired)]
-    has_tombstones = any(r.value is None for r in kept)
-    needs_horizon = has_tombstones and not has_horizon
-    if len(kept) == len(records) and not needs_horizon:
+    latest = offset_map._latest.get
+    base = header.base_offset
+    kept: list[RecordSpan] = []
+    tombstones = False
+    for span in spans:
+        key = span[4]
+        if key is None:
+            continue
+        found = latest(key)
+        if found is not None and base + span[2] < found:
+            continue
+        if span[5]:
+            if expired:
+                continue
+            tombstones = True
+        kept.append(span)
+    needs_horizon = tombstones and not has_horizon
+    if len(kept) == len(spans) and not needs_horizon:
+        original = bytes(view[pos : pos + header.size])
         return FilteredBatch(original, len(kept), 0, header.max_timestamp)
-    removed = len(records) - len(kept)
+    removed = len(spans) - len(kept)
     if not kept:
         if retain_empty:
             return FilteredBatch(_empty_batch(header), 0, removed, header.max_timestamp)
         return FilteredBatch(None, 0, removed, header.max_timestamp)
-    horizon: int | None = None
-    if has_tombstones:
-        horizon = header.base_timestamp if has_horizon else now_ms + delete_retention_ms
-    data = _rebuild_batch(header, kept, horizon)
-    return FilteredBatch(data, len(kept), removed, max(r.timestamp for r in kept))
+    if needs_horizon:
+        data = _rebuild_with_horizon(header, payload, kept, now_ms + delete_retention_ms)
+        return FilteredBatch(data, len(kept), removed, parse_batch_header(data).max_timestamp)
+    body = b"".join([payload[span[0] : span[1]] for span in kept])
+    if header.compression is not Compression.NONE:
+        body = compress(header.compression, body)
+    attributes = header.attributes
+    if not tombstones:
+        attributes &= ~DELETE_HORIZON_MASK  # the horizon's base timestamp stays a valid base
+    if header.is_log_append_time:
+        max_timestamp = header.max_timestamp
+    else:
+        max_timestamp = header.base_timestamp + max(span[3] for span in kept)
+    data = _pack(header, attributes, header.base_timestamp, max_timestamp, len(kept), body)
+    return FilteredBatch(data, len(kept), removed, max_timestamp)
 
 
-def _rebuild_batch(header: BatchHeader, records: list[Record], horizon: int | None) -> bytes:
-    """A batch of `records` with the original base offset, last offset delta, producer fields
-    and compression; the base timestamp is the delete horizon when there is one (KIP-534: record
-    timestamps stay what they were, their deltas are taken from it)."""
-    base_ts = horizon if horizon is not None else records[0].timestamp
+def _rebuild_with_horizon(
+    header: BatchHeader, payload: bytes, kept: list[RecordSpan], horizon: int
+) -> bytes:
+    """The kept records re-encoded with the delete horizon as the base timestamp (KIP-534:
+    record timestamps stay what they were, their deltas are taken from the horizon)."""
+    wanted = {header.base_offset + span[2] for span in kept}
+    records = [r for r in decode_records(payload, header) if r.offset in wanted]
     body = bytearray()
     for record in records:
         _encode_record(
             body,
             record.offset - header.base_offset,
-            record.timestamp - base_ts,
+            record.timestamp - horizon,
             record.key,
             record.value,
             record.headers,
         )
-    payload = bytes(body)
+    data = bytes(body)
     if header.compression is not Compression.NONE:
-        payload = compress(header.compression, payload)
-    attributes = header.attributes & ~DELETE_HORIZON_MASK
-    if horizon is not None:
-        attributes |= DELETE_HORIZON_MASK
-    return _pack(
-        header, attributes, base_ts, max(r.timestamp for r in records), len(records), payload
-    )
+        data = compress(header.compression, data)
+    attributes = header.attributes | DELETE_HORIZON_MASK
+    max_timestamp = max(r.timestamp for r in records)
+    return _pack(header, attributes, horizon, max_timestamp, len(records), data)
 
 
 def _empty_batch(header: BatchHeader) -> bytes:
@@ -325,3 +458,76 @@ def build_offset_map(
                 # Full: whatever this batch holds is cleaned next pass.
                 return header.base_offset
     return stop_offset
+
+
+def add_batch_to_offset_map(
+    payload: bytes, header: BatchHeader, offset_map: OffsetMap, stop_offset: int
+) -> int | None:
+    """Put the keys of one batch (its decompressed body) into the map. None when the whole batch
+    went in; otherwise the offset the pass must stop at (exclusive): `stop_offset` when the
+    batch reaches it, or the batch's base offset when the map filled up inside it."""
+    if header.base_offset >= stop_offset:
+        return stop_offset
+    if header.attributes & CONTROL_MASK:
+        return None
+    base = header.base_offset
+    latest = offset_map._latest
+    room = offset_map.max_entries
+    for span in scan_records(payload, header.records_count, f"batch at offset {base}"):
+        key = span[4]
+        if key is None:
+            continue
+        offset = base + span[2]
+        if offset >= stop_offset:
+            return stop_offset
+        if key not in latest and len(latest) >= room:
+            return base  # full: whatever this batch holds is cleaned next pass
+        latest[key] = offset
+        if offset > offset_map.last_offset:
+            offset_map.last_offset = offset
+    return None
+
+
+def group_segments(
+    segments: Sequence[SegmentSummary],
+    max_bytes: int,
+    max_index_bytes: int,
+    index_bytes: Sequence[int] | None = None,
+) -> list[list[int]]:
+    """Kafka's groupSegmentsBySize: consecutive segments (their indexes in `segments`) that the
+    cleaner rewrites into one segment, each group's total size at most `max_bytes`, its offsets
+    within an int32 of its base and its index entries within `max_index_bytes` (a group always
+    holds at least one segment)."""
+    groups: list[list[int]] = []
+    i = 0
+    while i < len(segments):
+        group = [i]
+        size = segments[i].size_bytes
+        index_size = index_bytes[i] if index_bytes is not None else 0
+        base = segments[i].base_offset
+        i += 1
+        while i < len(segments):
+            candidate = segments[i]
+            more_index = index_bytes[i] if index_bytes is not None else 0
+            if (
+                size + candidate.size_bytes > max_bytes
+                or index_size + more_index > max_index_bytes
+                or candidate.next_offset - 1 - base > INT32_MAX
+            ):
+                break
+            group.append(i)
+            size += candidate.size_bytes
+            index_size += more_index
+            i += 1
+        groups.append(group)
+    return groups
+
+
+def producers_last_batches(headers: Iterable[BatchHeader]) -> dict[int, int]:
+    """Producer id -> the last offset of its last batch, from batch headers in log order: the
+    batches `filter_batch` must keep even when emptied (`retain_empty`)."""
+    last: dict[int, int] = {}
+    for header in headers:
+        if header.producer_id >= 0 and not header.attributes & CONTROL_MASK:
+            last[header.producer_id] = header.last_offset
+    return last

@@ -5,6 +5,11 @@ retention. Each field names the topic-level key and the broker-level default it 
 builds the default `LogConfig` from server.properties; a topic's `--config` overrides go through
 `with_topic_overrides`, which takes Kafka's topic-level key names and rejects unknown or malformed
 ones by name). -1 means unlimited for the retention limits, as in Kafka.
+
+`cleanup.policy` is `delete` (retention by time and size), `compact` (the log cleaner keeps the
+latest record of each key, see `compaction.py`) or both, `compact,delete`. The compaction keys
+(`min.cleanable.dirty.ratio`, `min.compaction.lag.ms`, `max.compaction.lag.ms`,
+`delete.retention.ms`) only matter to a compacted log.
 """
 
 from __future__ import annotations
@@ -16,6 +21,9 @@ from dataclasses import dataclass
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 CREATE_TIME = "CreateTime"
+COMPACT = "compact"
+DELETE = "delete"
+CLEANUP_POLICIES = (COMPACT, DELETE)
 LOG_APPEND_TIME = "LogAppendTime"
 
 _DAY_MS = 24 * 60 * 60 * 1000
@@ -50,6 +58,20 @@ class LogConfig:
     # No topic key (broker: epochlog.message.max.decompressed.multiple): a batch's records may
     # take at most this many times max.message.bytes once decompressed, on produce and on reads.
     decompressed_max_multiple: int = DEFAULT_DECOMPRESSED_MAX_MULTIPLE
+    # cleanup.policy (broker: log.cleanup.policy): "delete", "compact" or "compact,delete".
+    cleanup_policy: str = DELETE
+    # min.cleanable.dirty.ratio (broker: log.cleaner.min.cleanable.ratio): clean a log once its
+    # dirty bytes are this share of its cleanable bytes.
+    min_cleanable_dirty_ratio: float = 0.5
+    # min.compaction.lag.ms (broker: log.cleaner.min.compaction.lag.ms): records younger than
+    # this stay uncompacted.
+    min_compaction_lag_ms: int = 0
+    # max.compaction.lag.ms (broker: log.cleaner.max.compaction.lag.ms): a dirty record older
+    # than this gets its log cleaned whatever the dirty ratio.
+    max_compaction_lag_ms: int = INT64_MAX
+    # delete.retention.ms (broker: log.cleaner.delete.retention.ms): how long a tombstone stays
+    # once the cleaner has first kept it (KIP-534's delete horizon).
+    delete_retention_ms: int = _DAY_MS
 
     def __post_init__(self) -> None:
         # 61 bytes is the smallest batch; a smaller segment could never hold one.
@@ -63,6 +85,15 @@ class LogConfig:
         _require(self.max_message_bytes >= 0, "max.message.bytes")
         _require(self.flush_interval_messages >= 1, "flush.messages")
         _require(self.decompressed_max_multiple >= 1, "epochlog.message.max.decompressed.multiple")
+        _require(0.0 <= self.min_cleanable_dirty_ratio <= 1.0, "min.cleanable.dirty.ratio")
+        _require(self.min_compaction_lag_ms >= 0, "min.compaction.lag.ms")
+        _require(self.max_compaction_lag_ms >= 1, "max.compaction.lag.ms")
+        _require(self.delete_retention_ms >= 0, "delete.retention.ms")
+        policies = parse_cleanup_policy(self.cleanup_policy)
+        if not policies:
+            raise ValueError(
+                f"cleanup.policy {self.cleanup_policy!r} must be delete, compact or compact,delete"
+            )
         if self.message_timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
             raise ValueError(
                 f"message.timestamp.type must be CreateTime or LogAppendTime, "
@@ -72,6 +103,16 @@ class LogConfig:
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == LOG_APPEND_TIME
+
+    @property
+    def compact(self) -> bool:
+        """The log cleaner compacts this log (cleanup.policy has `compact`)."""
+        return COMPACT in parse_cleanup_policy(self.cleanup_policy)
+
+    @property
+    def delete(self) -> bool:
+        """Retention by time and size applies (cleanup.policy has `delete`)."""
+        return DELETE in parse_cleanup_policy(self.cleanup_policy)
 
     @property
     def max_decompressed_bytes(self) -> int:
@@ -88,6 +129,21 @@ class LogConfig:
                 raise ValueError(f"unknown topic config {key!r}; known: {known}")
             if field_name == "message_timestamp_type":
                 changes[field_name] = raw.strip()
+                continue
+            if field_name == "cleanup_policy":
+                policies = parse_cleanup_policy(raw)
+                if not policies:
+                    raise ValueError(
+                        f"topic config cleanup.policy={raw!r} must be delete, compact or "
+                        "compact,delete"
+                    )
+                changes[field_name] = ",".join(sorted(policies))
+                continue
+            if field_name == "min_cleanable_dirty_ratio":
+                try:
+                    changes[field_name] = float(raw.strip())
+                except ValueError:
+                    raise ValueError(f"topic config {key}={raw!r} is not a number") from None
                 continue
             try:
                 changes[field_name] = int(raw.strip())
@@ -107,7 +163,21 @@ TOPIC_CONFIG_FIELDS: dict[str, str] = {
     "max.message.bytes": "max_message_bytes",
     "flush.messages": "flush_interval_messages",
     "message.timestamp.type": "message_timestamp_type",
+    "cleanup.policy": "cleanup_policy",
+    "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
+    "min.compaction.lag.ms": "min_compaction_lag_ms",
+    "max.compaction.lag.ms": "max_compaction_lag_ms",
+    "delete.retention.ms": "delete_retention_ms",
 }
+
+
+def parse_cleanup_policy(text: str) -> frozenset[str]:
+    """The policies of a cleanup.policy value (comma-separated, Kafka's list syntax); an empty set
+    when a part is not `compact` or `delete` (or there is none)."""
+    parts = [part.strip().lower() for part in text.split(",")]
+    if not parts or any(part not in CLEANUP_POLICIES for part in parts):
+        return frozenset()
+    return frozenset(parts)
 
 
 def _require(ok: bool, key: str) -> None:

@@ -136,6 +136,11 @@ class _IndexFile:
             os.close(self._fd)
             self._fd = None
 
+    def discard(self) -> None:
+        """Release the descriptor without writing what is pending (the file was renamed away)."""
+        self._pending.clear()
+        self.close()
+
     def delete(self) -> None:
         self._pending.clear()
         self.close()

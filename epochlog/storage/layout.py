@@ -17,6 +17,10 @@ SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 # Leftovers of an interrupted operation; removed when a partition dir is loaded.
 DELETED_SUFFIX = ".deleted"
 TMP_SUFFIX = ".tmp"
+# The log cleaner writes a cleaned segment as `<base>.log.cleaned` (and its indexes), renames it
+# to `.swap` once complete (the commit point), then swaps it in for the segments it replaces.
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 PARTITION_METADATA = "partition.metadata"
@@ -24,6 +28,7 @@ PARTITION_METADATA = "partition.metadata"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 META_PROPERTIES = "meta.properties"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"

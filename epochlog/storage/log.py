@@ -1,4 +1,4 @@
-"""The log of one partition: a directory of segments with dense offsets, and its leader epochs.
+"""The log of one partition: a directory of segments with increasing offsets, and its epochs.
 
 `PartitionLog` owns `<log.dir>/<topic>-<partition>/`: segments sorted by base offset (the last one
 is active and takes appends), the log start offset (first offset still readable), the log end
@@ -9,23 +9,29 @@ Appends take raw record batches and never decode records. A leader append checks
 (framing and CRC, then Kafka's producer rules), and only when all pass stamps consecutive offsets
 and the leader epoch into the headers in place and writes the bytes, so a bad batch changes
 nothing. A follower append takes the leader's offsets and epochs as they are, but must continue
-exactly at the log end offset. Before an append that would overflow the active segment (size,
-age, index capacity), the log rolls: the old segment is sealed and fsynced and the recovery point
-moves to the new segment's base offset.
+at or past the log end offset (a compacted leader log has holes where whole batches went).
+Before an append that would overflow the active segment (size, age, index capacity), the log
+rolls: the old segment is sealed and fsynced and the recovery point moves to the new segment's
+base offset.
 
 Reads return a `FileSlice` of whole batches from a single segment, never a batch that reaches
 `max_offset_exclusive` (the broker passes the high watermark). Retention deletes whole segments
-from the front, by age (largest timestamp), by total size, or below a raised log start offset,
-never past the high watermark. Nothing here is thread-safe: one event loop owns a log.
+from the front, by age (largest timestamp), by total size (only with cleanup.policy `delete`),
+or below a raised log start offset, never past the high watermark. Nothing here is thread-safe:
+one event loop owns a log. The log cleaner reads sealed segments from its own thread (their
+files are only appended to while active) and hands its result back to the owner, which swaps
+it in with `replace_segments`.
 """
 
 from __future__ import annotations
 
 import bisect
+import contextlib
 import logging
+import os
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,11 +60,19 @@ from epochlog.storage.errors import (
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
 )
-from epochlog.storage.files import FileSlice
+from epochlog.storage.files import FileSlice, fsync_dir
 from epochlog.storage.layout import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
     LEADER_EPOCH_CHECKPOINT,
+    LOG_SUFFIX,
     PARTITION_METADATA,
+    SEGMENT_SUFFIXES,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
     parse_partition_dir_name,
+    segment_file_name,
 )
 from epochlog.storage.log_loader import load_segments
 from epochlog.storage.segment import LogSegment, TimestampAndOffset
@@ -112,6 +126,12 @@ class PartitionLog:
         self._metadata_file = PartitionMetadataFile(directory / PARTITION_METADATA)
         self._topic_id: uuid.UUID | None = None
         self._closed = False
+        # Counts truncations and damage cuts, so the cleaner can tell that segments it read may
+        # have changed; and the lowest offset truncated to since the cleaner last looked.
+        self.truncations = 0
+        self.lowest_truncation: int | None = None
+        # Whether a hole in the offsets is damage (False once the log is or was compacted).
+        self.dense_offsets = not config.compact
 
     @classmethod
     def open(
@@ -124,11 +144,14 @@ class PartitionLog:
         had_clean_shutdown: bool = False,
         topic_id: uuid.UUID | None = None,
         now_ms: int | None = None,
+        dense_offsets: bool | None = None,
     ) -> PartitionLog:
         """Open (creating if needed) the partition dir and load it.
 
         With `had_clean_shutdown` False every segment holding offsets >= `recovery_point` is
         verified batch by batch and cut at the first torn or corrupt batch (see log_loader).
+        `dense_offsets` (by default: the log is not compacted) makes a hole in the offsets
+        damage; a compacted log has holes where the cleaner removed batches.
         """
         config = config or LogConfig()
         now = _now_ms() if now_ms is None else now_ms
@@ -157,8 +180,10 @@ class PartitionLog:
             had_clean_shutdown=had_clean_shutdown,
             epoch_cache_trusted=trusted,
             now_ms=now,
+            dense_offsets=not config.compact if dense_offsets is None else dense_offsets,
         )
         log = cls(directory, config, loaded.segments, loaded.log_start_offset, cache, deferrable)
+        log.dense_offsets = not config.compact if dense_offsets is None else dense_offsets
         log._topic_id = log._metadata_file.read()
         if topic_id is not None:
             log.assign_topic_id(topic_id)
@@ -174,6 +199,8 @@ class PartitionLog:
     def config(self, config: LogConfig) -> None:
         """A topic config change applies from the next append (index sizes from the next roll)."""
         self._config = config
+        if config.compact:
+            self.dense_offsets = False
         for segment in self._segments:
             segment.config = config
 
@@ -293,7 +320,7 @@ class PartitionLog:
                     f"epoch {header.partition_leader_epoch}, below the log's {epoch_floor}"
                 )
             epoch_floor = header.partition_leader_epoch
-            if header.base_offset != expected:
+            if header.base_offset < expected:
                 raise UnexpectedAppendOffsetError(
                     f"{self._name}: follower batch at byte {position} starts at offset "
                     f"{header.base_offset}, the log continues at {expected}"
@@ -480,6 +507,7 @@ class PartitionLog:
         except ValueError:
             return 0  # the segment is gone already (retention, truncation)
         segment = self._segments[index]
+        self._note_truncation(segment.base_offset)
         previous_epoch = -1
         for earlier in reversed(self._segments[:index]):
             if not earlier.is_empty:
@@ -487,7 +515,7 @@ class PartitionLog:
                 break
         self.epoch_checkpoint.write_pending()
         self.leader_epoch_cache.truncate_from_end(segment.base_offset)
-        result = segment.recover(previous_epoch)
+        result = segment.recover(previous_epoch, self.dense_offsets)
         for epoch, start in result.epoch_starts:
             latest = self.leader_epoch_cache.latest_epoch
             if latest is None or epoch > latest:
@@ -522,6 +550,7 @@ class PartitionLog:
             raise ValueError(f"{self._name}: cannot truncate to negative offset {offset}")
         if offset >= self.log_end_offset:
             return False
+        self._note_truncation(offset)
         if offset < self._segments[0].base_offset:
             self.truncate_fully_and_start_at(offset)
             return True
@@ -540,6 +569,7 @@ class PartitionLog:
         """Delete every segment and restart empty at `offset` (a follower whose log is entirely
         behind the leader's start, or diverged below it)."""
         now = _now_ms() if now_ms is None else now_ms
+        self._note_truncation(0)
         for segment in self._segments:
             segment.delete()
         segment = LogSegment.create(self.directory, offset, self.config, now)
@@ -548,6 +578,11 @@ class PartitionLog:
         self.leader_epoch_cache.clear()
         self.log_start_offset = offset
         self.recovery_point = offset
+
+    def _note_truncation(self, offset: int) -> None:
+        self.truncations += 1
+        if self.lowest_truncation is None or offset < self.lowest_truncation:
+            self.lowest_truncation = offset
 
     # -------------------------------------------------------------------------- retention
 
@@ -576,14 +611,14 @@ class PartitionLog:
         Kafka does; otherwise an idle topic would keep expired data forever.
         """
         deleted = 0
-        retention_ms = self.config.retention_ms
+        retention_ms = self.config.retention_ms if self.config.delete else -1
         if retention_ms >= 0:
             deleted += self._delete_while(
                 lambda segment, _next: now_ms - segment.largest_timestamp > retention_ms,
                 high_watermark,
                 now_ms,
             )
-        retention_bytes = self.config.retention_bytes
+        retention_bytes = self.config.retention_bytes if self.config.delete else -1
         if retention_bytes >= 0:
             excess = [self.size_in_bytes - retention_bytes]
 
@@ -632,6 +667,78 @@ class PartitionLog:
         if first_base > self.log_start_offset:
             self._set_log_start_offset(first_base)
         return len(deletable)
+
+    # ------------------------------------------------------------------------ compaction
+
+    def replace_segments(
+        self,
+        old: Sequence[LogSegment],
+        cleaned_base: int,
+        truncations: int,
+        now_ms: int | None = None,
+        on_step: Callable[[str], None] | None = None,
+    ) -> LogSegment | None:
+        """Swap the cleaned segment `<cleaned_base>.log.cleaned` (and its indexes, all fsynced)
+        in for `old`, a run of sealed segments starting at `cleaned_base`; on the log's owner.
+
+        As Kafka's replaceSegments: the `.cleaned` files are renamed `.swap`, the log file last,
+        and the directory fsynced (the commit point); then the old segments' files are renamed
+        `.deleted`, the `.swap` files renamed into place and the `.deleted` files unlinked. A
+        reader holding an old segment's file keeps reading it (see files.py). The loader finishes
+        a swap that a crash interrupted after the commit (`log_loader.finish_swap`) and deletes
+        the `.cleaned` files of one interrupted before. If the log was truncated since the
+        cleaner read it (`truncations` differs), or `old` is no longer a run of its sealed
+        segments, nothing changes, the cleaned files are deleted, and None is returned. `on_step`
+        is told each step (crash tests stop there)."""
+        step = on_step or (lambda _name: None)
+        first = next((i for i, s in enumerate(self._segments) if s is old[0]), None)
+        if (
+            self._closed
+            or truncations != self.truncations
+            or first is None
+            or first + len(old) >= len(self._segments)
+            or any(a is not b for a, b in zip(self._segments[first:], old, strict=False))
+            or old[0].base_offset != cleaned_base
+        ):
+            logger.info(
+                "%s: the log changed while it was cleaned; dropping the cleaned copy", self._name
+            )
+            for suffix in SEGMENT_SUFFIXES:
+                name = segment_file_name(cleaned_base, suffix)
+                (self.directory / (name + CLEANED_SUFFIX)).unlink(missing_ok=True)
+            return None
+        names = [segment_file_name(cleaned_base, s) for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)]
+        names.append(segment_file_name(cleaned_base, LOG_SUFFIX))  # the log file last
+        for name in names:
+            os.replace(
+                self.directory / (name + CLEANED_SUFFIX), self.directory / (name + SWAP_SUFFIX)
+            )
+        fsync_dir(self.directory)
+        step("swap-committed")
+        doomed: list[Path] = []
+        for segment in old:
+            segment.discard()
+            for path in segment.file_paths():
+                target = path.with_name(path.name + DELETED_SUFFIX)
+                with contextlib.suppress(FileNotFoundError):
+                    os.rename(path, target)
+                    doomed.append(target)
+        step("renamed-old-to-deleted")
+        for name in names:
+            os.replace(self.directory / (name + SWAP_SUFFIX), self.directory / name)
+            if name.endswith(TIME_INDEX_SUFFIX):
+                step("renamed-indexes")
+        step("renamed-swap")
+        now = _now_ms() if now_ms is None else now_ms
+        segment = LogSegment.open(self.directory, cleaned_base, self.config, now)
+        if not segment.load():
+            segment.recover(dense=False)
+        self._segments[first : first + len(old)] = [segment]
+        self._bases[first : first + len(old)] = [cleaned_base]
+        for path in doomed:
+            path.unlink(missing_ok=True)
+        step("deleted-old")
+        return segment
 
     # ------------------------------------------------------------------------- lifecycle
 

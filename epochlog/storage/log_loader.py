@@ -15,7 +15,15 @@ and entries before the log start offset are folded into it. If the checkpoint fi
 unreadable, the cache is rebuilt from every batch header of the log.
 
 Leftovers of interrupted operations (`*.tmp`, `*.deleted`, index files without a `.log`) are
-removed first.
+removed first. So is an interrupted clean, as Kafka's LogLoader does it: `.cleaned` files are a
+cleaned segment that was never committed and are deleted (the old segments are intact); a
+`<base>.log.swap` is a committed one, so the swap is finished: its index files are dropped and
+rebuilt, its batches are verified to find the offsets it covers, every old `.log` whose base
+offset lies in that range is deleted and the `.swap` files are renamed into place.
+
+Offsets are dense from one segment to the next, except in a compacted log (`dense_offsets`
+False), where compaction leaves holes; even there they may never go back: a segment starting
+below the end of the previous one ends the log there.
 """
 
 from __future__ import annotations
@@ -27,7 +35,17 @@ from pathlib import Path
 
 from epochlog.storage.config import LogConfig
 from epochlog.storage.epoch_cache import LeaderEpochCache
-from epochlog.storage.layout import DELETED_SUFFIX, LOG_SUFFIX, TMP_SUFFIX, parse_segment_file_name
+from epochlog.storage.files import fsync_dir
+from epochlog.storage.layout import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    LOG_SUFFIX,
+    SEGMENT_SUFFIXES,
+    SWAP_SUFFIX,
+    TMP_SUFFIX,
+    parse_segment_file_name,
+    segment_file_name,
+)
 from epochlog.storage.segment import LogSegment
 
 logger = logging.getLogger(__name__)
@@ -42,16 +60,31 @@ class LoadedSegments:
     recovered_segments: int
 
 
-def remove_leftovers(directory: Path) -> list[int]:
-    """Delete files left by interrupted operations; return the base offsets of `.log` files."""
+def remove_leftovers(
+    directory: Path, config: LogConfig | None = None, now_ms: int = 0
+) -> list[int]:
+    """Delete files left by interrupted operations, finish interrupted swaps; return the base
+    offsets of `.log` files."""
     bases: set[int] = set()
     index_files: list[tuple[int, Path]] = []
+    swaps: list[int] = []
     for entry in os.scandir(directory):
         if not entry.is_file():
             continue
         path = Path(entry.path)
         if entry.name.endswith(TMP_SUFFIX) or entry.name.endswith(DELETED_SUFFIX):
             path.unlink(missing_ok=True)
+            continue
+        if entry.name.endswith(CLEANED_SUFFIX):
+            logger.info("%s: removing a cleaned segment that was never swapped in", path)
+            path.unlink(missing_ok=True)
+            continue
+        if entry.name.endswith(SWAP_SUFFIX):
+            swapped = parse_segment_file_name(entry.name[: -len(SWAP_SUFFIX)])
+            if swapped is not None and swapped[1] == LOG_SUFFIX:
+                swaps.append(swapped[0])
+            else:
+                path.unlink(missing_ok=True)  # an index of a swap: rebuilt with it
             continue
         parsed = parse_segment_file_name(entry.name)
         if parsed is None:
@@ -61,11 +94,50 @@ def remove_leftovers(directory: Path) -> list[int]:
             bases.add(base)
         else:
             index_files.append((base, path))
+    for base in sorted(swaps):
+        bases -= set(finish_swap(directory, base, sorted(bases), config or LogConfig(), now_ms))
+        bases.add(base)
     for base, path in index_files:
         if base not in bases:
             logger.info("%s: removing index without a log file", path)
             path.unlink(missing_ok=True)
     return sorted(bases)
+
+
+def finish_swap(
+    directory: Path, base: int, log_bases: list[int], config: LogConfig, now_ms: int
+) -> list[int]:
+    """Finish the swap of `<base>.log.swap`: verify it (indexes rebuilt), delete the old segments
+    it replaces (base offsets in [base, its next offset)), rename it into place. Returns the base
+    offsets of the old segments removed."""
+    for suffix in SEGMENT_SUFFIXES[1:]:
+        (directory / (segment_file_name(base, suffix) + SWAP_SUFFIX)).unlink(missing_ok=True)
+    swap = LogSegment.open(directory, base, config, now_ms, SWAP_SUFFIX)
+    swap.recover(dense=False)
+    end = max(swap.next_offset, base + 1)  # an empty swap still replaces the segment at its base
+    swap.close(flush=True)
+    replaced = [b for b in log_bases if base <= b < end]
+    logger.warning(
+        "%s: finishing an interrupted swap of a cleaned segment at offset %d, replacing the "
+        "segments at %s",
+        directory,
+        base,
+        replaced,
+    )
+    for old in replaced:
+        if old == base:
+            continue  # the rename below replaces it
+        for suffix in SEGMENT_SUFFIXES:
+            (directory / segment_file_name(old, suffix)).unlink(missing_ok=True)
+    for suffix in SEGMENT_SUFFIXES:
+        source = directory / (segment_file_name(base, suffix) + SWAP_SUFFIX)
+        target = directory / segment_file_name(base, suffix)
+        if source.exists():
+            os.replace(source, target)
+        else:
+            target.unlink(missing_ok=True)
+    fsync_dir(directory)
+    return replaced
 
 
 def load_segments(
@@ -78,8 +150,9 @@ def load_segments(
     had_clean_shutdown: bool,
     epoch_cache_trusted: bool,
     now_ms: int,
+    dense_offsets: bool = True,
 ) -> LoadedSegments:
-    bases = remove_leftovers(directory)
+    bases = remove_leftovers(directory, config, now_ms)
     segments = [LogSegment.open(directory, base, config, now_ms) for base in bases]
 
     # Unclean: recover the segment holding the recovery point and everything after it.
@@ -98,9 +171,35 @@ def load_segments(
     recovered = 0
     previous_epoch = -1
     for i, segment in enumerate(segments):
-        if kept and segment.base_offset != kept[-1].next_offset:
+        if (
+            kept
+            and not dense_offsets
+            and segment.base_offset < kept[-1].next_offset
+            and kept[-1].hole_at_end is not None
+        ):
+            # The previous segment's last batch jumped past where this one starts: its base
+            # offset (outside the CRC) is the damage; the log ends before it.
+            previous = kept[-1]
             logger.warning(
-                "%s: segment starts at offset %d but the log continues at %d; dropping it and "
+                "%s: the last batch of segment %d claims offset %d, past the next segment's %d; "
+                "cutting it",
+                directory,
+                previous.base_offset,
+                previous.hole_at_end,
+                segment.base_offset,
+            )
+            truncated += previous.truncate_to(previous.hole_at_end)
+            previous.hole_at_end = None
+            previous.flush()
+            truncated += _drop(segments[i:])
+            break
+        if kept and (
+            segment.base_offset != kept[-1].next_offset
+            if dense_offsets
+            else segment.base_offset < max(kept[-1].next_offset, kept[-1].base_offset + 1)
+        ):
+            logger.warning(
+                "%s: segment starts at offset %d but the log has reached %d; dropping it and "
                 "everything after it",
                 directory,
                 segment.base_offset,
@@ -109,7 +208,7 @@ def load_segments(
             truncated += _drop(segments[i:])
             break
         if i >= first_to_recover or not segment.load():
-            result = segment.recover(previous_epoch)
+            result = segment.recover(previous_epoch, dense_offsets)
             recovered += 1
             if epoch_cache_trusted:
                 for epoch, start in result.epoch_starts:

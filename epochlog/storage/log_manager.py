@@ -19,6 +19,9 @@ LogDirOfflineError) and its checkpoints are skipped; the listener (the replica m
 once. `reload_dir` brings it back once usable (see `log_dirs.probe_dir`): its logs are recovered
 from the recovery points they had, as after a crash, since the last writes may be torn.
 
+Compacted logs are cleaned by the manager's `LogCleaner` (`cleaner.py`), which the broker starts
+once it can run work on the event loop; its `cleaner-offset-checkpoint` sits in each log dir too.
+
 The high watermarks belong to the replica manager; it writes and reads them here
 (`replication-offset-checkpoint`) because the file sits in each log dir.
 """
@@ -41,6 +44,7 @@ from epochlog.storage.checkpoint import (
     read_meta_properties,
     write_meta_properties,
 )
+from epochlog.storage.cleaner import CleanerConfig, LogCleaner
 from epochlog.storage.config import LogConfig
 from epochlog.storage.errors import CheckpointFormatError, LogDirError, LogDirOfflineError
 from epochlog.storage.files import fsync_dir
@@ -71,6 +75,8 @@ class LogManager:
         log_dirs: Sequence[str | Path],
         default_config: LogConfig | None = None,
         config_for_topic: Callable[[str], LogConfig] | None = None,
+        cleaner_config: CleanerConfig | None = None,
+        now_ms: Callable[[], int] | None = None,
     ) -> None:
         if not log_dirs:
             raise ValueError("log.dirs is empty")
@@ -86,6 +92,10 @@ class LogManager:
         self._offline_offsets: dict[TopicPartition, tuple[int, int]] = {}
         # Told (dir, partitions) once when a dir goes offline (the replica manager).
         self.on_dir_offline: Callable[[Path, list[TopicPartition]], None] | None = None
+        if now_ms is None:
+            self.cleaner = LogCleaner(self, cleaner_config)
+        else:
+            self.cleaner = LogCleaner(self, cleaner_config, now_ms=now_ms)
 
     # ---------------------------------------------------------------------------- startup
 
@@ -99,6 +109,7 @@ class LogManager:
                 log_dir.mkdir(parents=True, exist_ok=True)
                 self._lock(log_dir)
                 self._check_meta_properties(log_dir, broker_id, cluster_id)
+            self.cleaner.load_checkpoints()
             for log_dir in self.log_dirs:
                 self._load_dir(log_dir, now)
         except BaseException:
@@ -166,13 +177,15 @@ class LogManager:
                     f"partition {key[0]}-{key[1]} has dirs in both {self._log_dir_of[key]} "
                     f"and {log_dir}"
                 )
+            config = self._config(key[0])
             log = PartitionLog.open(
                 Path(entry.path),
-                self._config(key[0]),
+                config,
                 recovery_point=recovery_points.get(key, 0),
                 log_start_offset=start_offsets.get(key, 0),
                 had_clean_shutdown=clean,
                 now_ms=now_ms,
+                dense_offsets=self._dense_offsets(key, config),
             )
             self._logs[key] = log
             self._log_dir_of[key] = log_dir
@@ -226,13 +239,15 @@ class LogManager:
         keys = sorted(k for k, d in self._log_dir_of.items() if d == log_dir)
         for key in keys:
             recovery_point, start = self._offline_offsets.pop(key, (0, 0))
+            config = self._config(key[0])
             self._logs[key] = PartitionLog.open(
                 log_dir / partition_dir_name(*key),
-                self._config(key[0]),
+                config,
                 recovery_point=recovery_point,
                 log_start_offset=start,
                 had_clean_shutdown=False,
                 now_ms=now,
+                dense_offsets=self._dense_offsets(key, config),
             )
         del self.offline_dirs[log_dir]
         logger.warning("log dir %s is online again with %d partitions", log_dir, len(keys))
@@ -241,6 +256,11 @@ class LogManager:
     @property
     def online_dirs(self) -> list[Path]:
         return [d for d in self.log_dirs if d not in self.offline_dirs]
+
+    def _dense_offsets(self, key: TopicPartition, config: LogConfig) -> bool:
+        """A hole in a log's offsets is damage unless the log is compacted, or was (the cleaner
+        has a checkpoint for it: its topic may have gone back to `delete` since)."""
+        return not config.compact and self.cleaner.checkpoint_of(key) is None
 
     def _config(self, topic: str) -> LogConfig:
         if self._config_for_topic is not None:
@@ -305,6 +325,7 @@ class LogManager:
         if log is None:
             return False
         log_dir = self._log_dir_of.pop(key)
+        self.cleaner.forget(key)
         log.close(flush=False)
         doomed = log_dir / f"{log.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
         os.rename(log.directory, doomed)
@@ -377,6 +398,7 @@ class LogManager:
         """Flush and close every log, checkpoint, and mark each dir cleanly shut down."""
         if not self._locks:
             return  # never started, or already shut down: the checkpoints on disk stand
+        self.cleaner.shutdown()
         for key, log in list(self._logs.items()):
             try:
                 log.close()

@@ -14,10 +14,16 @@ are walked one at a time, never decompressed whole (`protocol.record_validation`
 Loading takes one of two paths. `load()` trusts the data: it sanity-checks both indexes, checks
 that the last offset-index entry points at a batch with that last offset, and walks the headers
 after it to find the end; any doubt makes it return False. `recover()` trusts nothing: it reads
-every batch from position 0, checks framing, CRC, dense offsets and non-decreasing leader epochs,
-cuts the file at the first batch that fails, and rebuilds both indexes on the way. A walk always
-advances by a whole batch (at least 61 bytes) and stops at the end of the file, so no corrupt
-length can make it loop.
+every batch from position 0, checks framing, CRC, increasing offsets and non-decreasing leader
+epochs, cuts the file at the first batch that fails, and rebuilds both indexes on the way.
+
+Offsets are dense (each batch starts where the previous one ended) unless the log is compacted:
+compaction leaves holes where whole batches went (and a follower copies them), so there
+`recover(dense=False)` only asks that offsets increase. A batch's offsets sit outside its CRC, so
+a flipped base offset is then caught by the batch after it: an offset that goes backwards right
+after a hole means the hole was the damage, and the cut is made at the batch that opened it.
+A walk always advances by a whole batch (at least 61 bytes) and stops at the end of the file, so
+no corrupt length can make it loop.
 """
 
 from __future__ import annotations
@@ -80,20 +86,29 @@ class SegmentRecovery(NamedTuple):
 class LogSegment:
     """A `<base>.log` file with its `<base>.index` and `<base>.timeindex`."""
 
-    def __init__(self, directory: Path, base_offset: int, config: LogConfig, now_ms: int) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        config: LogConfig,
+        now_ms: int,
+        file_suffix: str = "",
+    ) -> None:
         self.directory = directory
         self.base_offset = base_offset
         self.config = config
-        self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
+        # "" for a segment of the log; `.cleaned` / `.swap` while the cleaner builds one.
+        self.file_suffix = file_suffix
+        self.log_path = directory / (segment_file_name(base_offset, LOG_SUFFIX) + file_suffix)
         self._file: SharedFile | None = SharedFile(self.log_path)
         self.size = self._file.size()
         self.offset_index = OffsetIndex(
-            directory / segment_file_name(base_offset, INDEX_SUFFIX),
+            directory / (segment_file_name(base_offset, INDEX_SUFFIX) + file_suffix),
             base_offset,
             config.segment_index_bytes,
         )
         self.time_index = TimeIndex(
-            directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX),
+            directory / (segment_file_name(base_offset, TIME_INDEX_SUFFIX) + file_suffix),
             base_offset,
             config.segment_index_bytes,
         )
@@ -105,25 +120,44 @@ class LogSegment:
         self._bytes_since_last_index_entry = 0
         self._first_batch_timestamp: int | None = None
         self._dirty = False
+        # After `recover()`: the base offset of the last batch when it opened a hole in the
+        # offsets (None otherwise), for the loader to judge against the next segment.
+        self.hole_at_end: int | None = None
 
     @classmethod
     def create(
-        cls, directory: Path, base_offset: int, config: LogConfig, now_ms: int
+        cls,
+        directory: Path,
+        base_offset: int,
+        config: LogConfig,
+        now_ms: int,
+        file_suffix: str = "",
     ) -> LogSegment:
         """A new empty segment. An empty `.log` left at this offset is reused; a non-empty one is
         refused, since rolling onto existing data would duplicate offsets."""
-        log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
+        log_path = directory / (segment_file_name(base_offset, LOG_SUFFIX) + file_suffix)
         if log_path.exists() and log_path.stat().st_size > 0:
             raise StorageError(f"cannot create segment {log_path}: the file exists and has data")
-        segment = cls(directory, base_offset, config, now_ms)
+        segment = cls(directory, base_offset, config, now_ms, file_suffix)
         segment.offset_index.reset()
         segment.time_index.reset()
         return segment
 
     @classmethod
-    def open(cls, directory: Path, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
+    def open(
+        cls,
+        directory: Path,
+        base_offset: int,
+        config: LogConfig,
+        now_ms: int,
+        file_suffix: str = "",
+    ) -> LogSegment:
         """An existing segment, not yet checked: call `load()` and, if it fails, `recover()`."""
-        return cls(directory, base_offset, config, now_ms)
+        return cls(directory, base_offset, config, now_ms, file_suffix)
+
+    def file_paths(self) -> tuple[Path, Path, Path]:
+        """The `.log`, `.index` and `.timeindex` paths (with the segment's file suffix)."""
+        return (self.log_path, self.offset_index.path, self.time_index.path)
 
     # ------------------------------------------------------------------------- properties
 
@@ -186,7 +220,7 @@ class LogSegment:
         """Append whole batches; `headers` describe them with their final offsets."""
         if not headers:
             return
-        if headers[0].base_offset != self.next_offset:
+        if headers[0].base_offset < self.next_offset:
             raise StorageError(
                 f"segment {self.log_path}: append at offset {headers[0].base_offset}, "
                 f"the segment continues at {self.next_offset}"
@@ -266,6 +300,13 @@ class LogSegment:
             self.on_become_inactive()
         self.offset_index.close()
         self.time_index.close()
+        self._file = None
+
+    def discard(self) -> None:
+        """Let go of the files without writing or deleting anything (the cleaner renamed them
+        away); slices already handed out keep reading theirs."""
+        self.offset_index.discard()
+        self.time_index.discard()
         self._file = None
 
     def delete(self) -> None:
@@ -456,12 +497,27 @@ class LogSegment:
             self.last_epoch = header.partition_leader_epoch
         self._bytes_since_last_index_entry = self.size - start
 
-    def recover(self, previous_epoch: int = -1) -> SegmentRecovery:
+    def recover(self, previous_epoch: int = -1, dense: bool = True) -> SegmentRecovery:
         """Verify every batch, cut the file at the first bad one, rebuild both indexes.
 
         `previous_epoch` is the leader epoch of the previous segment's last batch: epochs never
-        go down along a log, and the epoch field is not covered by the CRC.
+        go down along a log, and the epoch field is not covered by the CRC. With `dense` each
+        batch must start where the previous one ended; otherwise (a compacted log) offsets need
+        only increase.
         """
+        result, hole_at = self._recover_scan(previous_epoch, None, dense)
+        if hole_at is not None:
+            # The batch that opened a hole was followed by one going backwards: its base offset
+            # is the damage. Scan again, ending the segment before it.
+            result, _ = self._recover_scan(previous_epoch, hole_at, dense)
+        return result
+
+    def _recover_scan(
+        self, previous_epoch: int, limit: int | None, dense: bool
+    ) -> tuple[SegmentRecovery, int | None]:
+        """One recovery scan, ending at `limit` (a position) when given. Returns the recovery and,
+        when the scan stopped at an offset going backwards right after a hole, the position of
+        the batch that opened the hole."""
         self.offset_index.reset()
         self.time_index.reset()
         self._reset_state()
@@ -470,17 +526,34 @@ class LogSegment:
         epoch_floor = previous_epoch
         epoch_starts: list[tuple[int, int]] = []
         problem: str | None = None
+        hole_position: int | None = None  # the last batch, when it opened a hole
+        last_base = -1
+        suspect: int | None = None
         try:
             for position, header in self._batches(0, verify=True):
-                self._check_recovered_batch(position, header, epoch_floor)
+                if limit is not None and position >= limit:
+                    problem = (
+                        f"batch at position {position} follows an offset that jumped forward and "
+                        "then went back (a damaged base offset)"
+                    )
+                    break
+                if header.base_offset < self.next_offset and hole_position is not None:
+                    suspect = hole_position
+                self._check_recovered_batch(position, header, epoch_floor, dense)
+                hole_position = position if header.base_offset > self.next_offset else None
                 epoch = header.partition_leader_epoch
                 if epoch >= 0 and (not epoch_starts or epoch > epoch_starts[-1][0]):
                     epoch_starts.append((epoch, header.base_offset))
                 epoch_floor = epoch
                 self._track_batch(position, header)
                 valid_end = position + header.size
+                last_base = header.base_offset
         except (CorruptRecordError, LogDamageError) as exc:
             problem = str(exc)
+            if suspect is not None:
+                return SegmentRecovery(0, [], problem), suspect
+        # Whether the last batch opened a hole: the next segment's base offset judges it.
+        self.hole_at_end = last_base if hole_position is not None else None
         truncated = self.size - valid_end
         if truncated:
             logger.warning(
@@ -498,14 +571,19 @@ class LogSegment:
             )
         self._dirty = True
         self.flush()
-        return SegmentRecovery(truncated, epoch_starts, problem)
+        return SegmentRecovery(truncated, epoch_starts, problem), None
 
-    def _check_recovered_batch(self, position: int, header: BatchHeader, epoch_floor: int) -> None:
+    def _check_recovered_batch(
+        self, position: int, header: BatchHeader, epoch_floor: int, dense: bool
+    ) -> None:
         # Offsets and the leader epoch sit outside the CRC; these checks catch them flipped.
         where = f"{self.log_path}: batch at position {position}"
-        if header.base_offset != self.next_offset:
+        if header.base_offset < self.next_offset or (
+            dense and header.base_offset != self.next_offset
+        ):
+            wanted = f"{self.next_offset}" if dense else f"{self.next_offset} or more"
             raise CorruptRecordError(
-                f"{where} has base offset {header.base_offset}, {self.next_offset} was expected"
+                f"{where} has base offset {header.base_offset}, {wanted} was expected"
             )
         if header.last_offset_delta < 0 or header.last_offset - self.base_offset > INT32_MAX:
             raise CorruptRecordError(f"{where} has last offset delta {header.last_offset_delta}")

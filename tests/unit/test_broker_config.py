@@ -89,3 +89,42 @@ def test_decompression_bound_is_a_multiple_of_message_max_bytes() -> None:
     assert log_config_from(config).max_decompressed_bytes == 800_000
     with pytest.raises(ConfigError, match="epochlog.message.max.decompressed.multiple"):
         BrokerConfig.from_dict({**BASE, "epochlog.message.max.decompressed.multiple": "0"})
+
+
+def test_log_cleaner_keys_reach_the_cleaner_and_the_default_topic_config() -> None:
+    from epochlog.broker.broker import cleaner_config_from, log_config_from
+
+    defaults = BrokerConfig.from_dict({"broker.id": 1, "zookeeper.connect": "zk:2181"})
+    assert cleaner_config_from(defaults).enable and not log_config_from(defaults).compact
+    config = BrokerConfig.from_dict(
+        {
+            "broker.id": 1,
+            "zookeeper.connect": "zk:2181",
+            "log.cleanup.policy": "compact,delete",
+            "log.cleaner.enable": "false",
+            "log.cleaner.threads": "2",
+            "log.cleaner.dedupe.buffer.size": "1048576",
+            "log.cleaner.io.buffer.size": "65536",
+            "log.cleaner.backoff.ms": "100",
+            "log.cleaner.min.cleanable.ratio": "0.25",
+            "log.cleaner.min.compaction.lag.ms": "10",
+            "log.cleaner.max.compaction.lag.ms": "20",
+            "log.cleaner.delete.retention.ms": "30",
+            "log.cleaner.io.max.bytes.per.second": "1e9",  # accepted, no effect
+        }
+    )
+    cleaner = cleaner_config_from(config)
+    assert (cleaner.enable, cleaner.threads, cleaner.io_buffer_size, cleaner.backoff_ms) == (
+        False,
+        2,
+        65536,
+        100,
+    )
+    assert cleaner.max_map_entries == int(1048576 // 2 * 0.9) // 24
+    log = log_config_from(config)
+    assert log.compact and log.delete and log.min_cleanable_dirty_ratio == 0.25
+    assert (log.min_compaction_lag_ms, log.max_compaction_lag_ms) == (10, 20)
+    assert log.delete_retention_ms == 30
+    for key, value in (("log.cleanup.policy", "shred"), ("log.cleaner.min.cleanable.ratio", "2")):
+        with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+            BrokerConfig.from_dict({"broker.id": 1, "zookeeper.connect": "z", key: value})

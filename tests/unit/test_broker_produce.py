@@ -146,6 +146,26 @@ def test_record_count_disagreeing_with_offset_delta_is_invalid():
     assert error_of(with_crc(raw)) is ErrorCode.INVALID_RECORD
 
 
+@pytest.mark.parametrize("compression", [Compression.NONE, Compression.LZ4])
+def test_keyless_records_on_a_compacted_topic_are_refused_with_kafkas_message(compression):
+    builder = RecordBatchBuilder(compression)
+    for i, key in enumerate([b"a", None, b"c", None]):
+        builder.append(1000 + i, key, b"v")
+    records = builder.build()
+    validate(records)  # keys are optional on other topics
+    with pytest.raises(ProduceValidationError) as info:
+        validate_partition_records(
+            records, version=9, max_message_bytes=MAX, where="orders-3", require_keys=True
+        )
+    message = "Compacted topic cannot accept message without key in topic partition orders-3."
+    assert info.value.error_code is ErrorCode.INVALID_RECORD
+    assert str(info.value) == message
+    assert info.value.record_errors == [(1, message), (3, message)]
+    validate_partition_records(
+        batch(), version=9, max_message_bytes=MAX, where="orders-3", require_keys=True
+    )
+
+
 def test_producer_id_without_sequence_is_invalid():
     assert error_of(batch(pid=7, epoch=0, seq=-1)) is ErrorCode.INVALID_RECORD
 

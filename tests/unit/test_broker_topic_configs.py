@@ -30,6 +30,25 @@ def test_known_configs_pass_and_apply():
     assert replication_settings_for(ReplicationSettings(), {}) == ReplicationSettings()
 
 
+def test_compaction_configs_reach_the_log_config():
+    configs = {
+        "cleanup.policy": "delete, compact",
+        "min.cleanable.dirty.ratio": "0.1",
+        "min.compaction.lag.ms": "1000",
+        "max.compaction.lag.ms": "60000",
+        "delete.retention.ms": "5000",
+    }
+    validate_topic_configs(configs)
+    config = log_config_for(LogConfig(), configs)
+    assert config.compact and config.delete and config.cleanup_policy == "compact,delete"
+    assert config.min_cleanable_dirty_ratio == 0.1
+    assert (config.min_compaction_lag_ms, config.max_compaction_lag_ms) == (1000, 60000)
+    assert config.delete_retention_ms == 5000
+    compact_only = log_config_for(LogConfig(), {"cleanup.policy": "compact"})
+    assert compact_only.compact and not compact_only.delete
+    assert not LogConfig().compact
+
+
 @pytest.mark.parametrize(
     ("configs", "named"),
     [
@@ -38,7 +57,11 @@ def test_known_configs_pass_and_apply():
         ({"min.insync.replicas": "0"}, "min.insync.replicas"),
         ({"min.insync.replicas": "two"}, "min.insync.replicas"),
         ({"unclean.leader.election.enable": "yes"}, "unclean.leader.election.enable"),
-        ({"cleanup.policy": "compact"}, "cleanup.policy"),
+        ({"cleanup.policy": "compacted"}, "cleanup.policy"),
+        ({"cleanup.policy": "compact,,delete"}, "cleanup.policy"),
+        ({"min.cleanable.dirty.ratio": "1.5"}, "min.cleanable.dirty.ratio"),
+        ({"min.cleanable.dirty.ratio": "half"}, "min.cleanable.dirty.ratio"),
+        ({"delete.retention.ms": "-1"}, "delete.retention.ms"),
         ({"retention.bytes": None}, "retention.bytes"),
     ],
 )

@@ -17,11 +17,15 @@ from epochlog.storage.compaction import (
     CompactionConfig,
     OffsetMap,
     SegmentSummary,
+    add_batch_to_offset_map,
     build_offset_map,
     choose_log_to_clean,
     cleanable_range,
     filter_batch,
+    group_segments,
     overdue_for_compaction,
+    producers_last_batches,
+    scan_records,
 )
 
 DAY = 86_400_000
@@ -163,3 +167,61 @@ def test_the_filthiest_log_over_its_ratio_is_cleaned_first_and_overdue_logs_befo
     picked = choose_log_to_clean([candidate("a", 900, 10, overdue=True), candidate("b", 0, 10)])
     assert picked.name == "a"
     assert choose_log_to_clean([candidate("a", 10, 0, overdue=True)]) is None  # nothing dirty
+
+
+def test_nothing_reaching_past_the_high_watermark_is_cleanable() -> None:
+    segments = [seg(0, 100), seg(100, 200), seg(200, 300), seg(300, 301)]
+    cleanable = cleanable_range(segments, None, 0, CompactionConfig(), 10, high_watermark=150)
+    assert cleanable.first_uncleanable == 100
+    assert cleanable_range(segments, None, 0, CompactionConfig(), 10, 300).first_uncleanable == 300
+
+
+def test_segments_are_grouped_up_to_a_segments_size() -> None:
+    segments = [seg(0, 10, 400), seg(10, 20, 400), seg(20, 30, 400), seg(30, 40, 900)]
+    assert group_segments(segments, 1000, 10**6) == [[0, 1], [2], [3]]
+    assert group_segments(segments, 10**6, 24, [12, 12, 12, 12]) == [[0, 1], [2, 3]]
+    assert group_segments([seg(0, 2**31 + 5), seg(2**31 + 5, 2**31 + 9)], 10**9, 10**9) == [
+        [0],
+        [1],
+    ]
+
+
+def test_the_record_scan_finds_keys_tombstones_and_each_records_bytes() -> None:
+    data = batch([(1, b"a", b"1"), (2, None, b"2"), (3, b"c", None)])
+    spans = scan_records(data[61:], 3)
+    assert [(s[2], s[3], s[4], s[5]) for s in spans] == [
+        (0, 0, b"a", False),
+        (1, 1, None, False),
+        (2, 2, b"c", True),
+    ]
+    assert spans[0][0] == 0 and spans[-1][1] == len(data) - 61
+
+
+def test_kept_records_are_copied_byte_for_byte() -> None:
+    data = batch([(1, b"a", b"1"), (2, b"b", b"2"), (3, b"a", b"3")])
+    result = filter_batch(data, 0, offsets_map(a=12, b=11), 5, DAY)
+    body = data[61:]
+    spans = scan_records(body, 3)
+    assert result.data[61:] == body[spans[1][0] : spans[2][1]]
+    assert parse_batch_header(result.data).base_timestamp == 1
+
+
+def test_the_offset_map_fills_from_raw_batches_and_stops_where_it_is_full() -> None:
+    first = batch([(1, b"a", b""), (2, b"b", b"")], base_offset=0)
+    second = batch([(3, b"c", b""), (4, b"a", b"")], base_offset=2)
+    m = OffsetMap(2)
+    assert add_batch_to_offset_map(first[61:], parse_batch_header(first), m, 100) is None
+    assert add_batch_to_offset_map(second[61:], parse_batch_header(second), m, 100) == 2
+    roomy = OffsetMap(10)
+    assert add_batch_to_offset_map(second[61:], parse_batch_header(second), roomy, 3) == 3
+    assert roomy.latest(b"c") == 2 and roomy.latest(b"a") is None
+
+
+def test_each_producers_last_batch_is_found_from_headers() -> None:
+    headers = [
+        parse_batch_header(batch([(1, b"a", b"")], base_offset=0, producer_id=5)),
+        parse_batch_header(batch([(1, b"a", b""), (1, b"b", b"")], base_offset=1, producer_id=6)),
+        parse_batch_header(batch([(1, b"a", b"")], base_offset=3, producer_id=5)),
+        parse_batch_header(batch([(1, b"a", b"")], base_offset=4)),
+    ]
+    assert producers_last_batches(headers) == {5: 3, 6: 2}
