@@ -91,7 +91,7 @@ class GroupService:
             protocol_type=reply.protocol_type,
             protocol_name=_name(reply.protocol_name, version),
             leader=reply.leader_id,
-            skip_assignment=reply.skip_assignment,
+            skip_assignment=reply.skip_assignment and version >= 9,  # KIP-814
             member_id=reply.member_id,
             members=[
                 m.JoinGroupResponse.JoinGroupResponseMember(
