@@ -36,7 +36,6 @@ from epochlog.broker.collaborators import (
     ProducerIdSource,
     TopicAutoCreator,
 )
-from epochlog.broker.config import BrokerConfig
 from epochlog.broker.eventloop import loop_name
 from epochlog.broker.fetcher_manager import ReplicaFetcherManager
 from epochlog.broker.handlers import BrokerServices
@@ -44,6 +43,7 @@ from epochlog.broker.metadata_cache import BrokerEndpoint, MetadataCache
 from epochlog.broker.replica_manager import ReplicaManager
 from epochlog.broker.server import KafkaServer
 from epochlog.broker.transmit import SendMode
+from epochlog.config.broker import BrokerConfig
 from epochlog.faults import FaultInjector
 from epochlog.storage import LogConfig, LogManager
 from epochlog.storage.cleaner import CleanerConfig, run_on_loop

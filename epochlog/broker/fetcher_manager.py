@@ -19,11 +19,11 @@ import logging
 from collections.abc import Iterable
 
 from epochlog.broker.collaborators import BrokerEpochHolder
-from epochlog.broker.config import BrokerConfig
 from epochlog.broker.metadata_cache import MetadataCache
 from epochlog.broker.partition import Partition
 from epochlog.broker.replica_fetcher import MAX_FETCH_VERSION, ReplicaFetcher
 from epochlog.broker.replica_manager import ReplicaManager, TopicPartition
+from epochlog.config.broker import BrokerConfig
 from epochlog.faults import NO_FAULTS, FaultInjector
 
 log = logging.getLogger(__name__)

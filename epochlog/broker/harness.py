@@ -21,9 +21,9 @@ from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from epochlog.broker.broker import Broker
-from epochlog.broker.config import BrokerConfig
 from epochlog.broker.eventloop import loop_factory
 from epochlog.broker.transmit import SendMode
+from epochlog.config.broker import BrokerConfig
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import ApiKey, decode_response, encode_request
 from epochlog.protocol.codec import Message

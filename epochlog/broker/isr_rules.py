@@ -29,12 +29,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
 from epochlog.broker.partition_rules import leader_high_watermark
+from epochlog.config.topic import min_insync_replicas_of
 from epochlog.protocol.errors import ErrorCode
 
 NO_BROKER_EPOCH = -1
@@ -47,6 +49,14 @@ class ReplicationSettings:
     min_insync_replicas: int = 1
     replica_lag_time_max_ms: int = 30000
     kip903_enabled: bool = True
+
+
+def replication_settings_for(
+    base: ReplicationSettings, configs: Mapping[str, str]
+) -> ReplicationSettings:
+    """The broker's replication settings with the topic's min.insync.replicas, if it has one."""
+    override = min_insync_replicas_of(configs)
+    return base if override is None else dataclasses.replace(base, min_insync_replicas=override)
 
 
 class BrokerView(Protocol):

@@ -36,7 +36,6 @@ from typing import Any
 
 from epochlog.aio import wait_for
 from epochlog.broker.collaborators import BrokerEpochHolder
-from epochlog.broker.config import BrokerConfig
 from epochlog.broker.follower_rules import (
     FetchPhase,
     OutOfRangeAction,
@@ -54,6 +53,7 @@ from epochlog.client.errors import (
     RequestTimedOutError,
 )
 from epochlog.client.framed_connection import FramedConnection
+from epochlog.config.broker import BrokerConfig
 from epochlog.faults import NO_FAULTS, FaultInjector
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import ApiKey

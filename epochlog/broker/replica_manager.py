@@ -64,14 +64,18 @@ from epochlog.broker.alter_partition_manager import (
     PartitionAnswer,
 )
 from epochlog.broker.collaborators import BrokerEpochHolder
-from epochlog.broker.config import BrokerConfig
 from epochlog.broker.control_rules import (
     LeaderAndIsrAction,
     leader_and_isr_verdict,
     stop_replica_verdict,
 )
 from epochlog.broker.delayed import DelayedOperationPurgatory, Scheduler
-from epochlog.broker.isr_rules import AlterOutcome, PendingIsrChange, ReplicationSettings
+from epochlog.broker.isr_rules import (
+    AlterOutcome,
+    PendingIsrChange,
+    ReplicationSettings,
+    replication_settings_for,
+)
 from epochlog.broker.metadata_cache import MetadataCache
 from epochlog.broker.partition import (
     Partition,
@@ -80,9 +84,9 @@ from epochlog.broker.partition import (
     rebuild_producer_state,
 )
 from epochlog.broker.producer_state import ProducerStateManager
-from epochlog.broker.topic_configs import (
+from epochlog.config.broker import BrokerConfig
+from epochlog.config.topic import (
     log_config_for,
-    replication_settings_for,
     validate_topic_configs,
 )
 from epochlog.protocol.errors import ErrorCode

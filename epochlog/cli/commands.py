@@ -47,7 +47,7 @@ def _key_values(pairs: list[str], what: str) -> dict[str, str]:
 
 
 def cmd_up(args: argparse.Namespace, console: Console) -> int:
-    from epochlog.broker.config import BrokerConfig, ConfigError
+    from epochlog.config.broker import BrokerConfig, ConfigError
     from epochlog.node.local_cluster import STATE_FILE, ClusterError, LocalCluster
 
     directory = Path(args.dir)

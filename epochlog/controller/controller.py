@@ -29,7 +29,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from epochlog.aio import wait_for
-from epochlog.broker.config import BrokerConfig
+from epochlog.config.broker import BrokerConfig
 from epochlog.controller.broker_change import classify_brokers
 from epochlog.controller.channel import ControllerChannel
 from epochlog.controller.context import BrokerInfo, ControllerContext, LeaderIsr, TopicPartition

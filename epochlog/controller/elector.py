@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 from kazoo.client import KazooClient, KazooState
 
-from epochlog.broker.config import BrokerConfig
+from epochlog.config.broker import BrokerConfig
 from epochlog.controller.controller import Controller
 from epochlog.zk import controller_zk as zkc
 from epochlog.zk import pinning

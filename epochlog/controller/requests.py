@@ -17,8 +17,8 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
-from epochlog.broker.config import BrokerConfig
-from epochlog.broker.topic_configs import TopicConfigError, validate_topic_configs
+from epochlog.config.broker import BrokerConfig
+from epochlog.config.topic import TopicConfigError, validate_topic_configs
 from epochlog.controller.alter_partition import (
     AlterPartitionDecision,
     IsrProposal,

@@ -27,7 +27,7 @@ from kazoo.exceptions import NodeExistsError
 
 from epochlog.broker.appends import start_append_records
 from epochlog.broker.broker import Broker
-from epochlog.broker.config import BrokerConfig
+from epochlog.config.broker import BrokerConfig
 from epochlog.controller.assignment import assign_replicas
 from epochlog.coordinator.group.operations import GroupConfig
 from epochlog.coordinator.group.record_codec import ConsumerOffsetsCodec

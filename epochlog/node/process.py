@@ -31,10 +31,10 @@ from kazoo.exceptions import NodeExistsError
 from epochlog.aio import wait_for
 from epochlog.broker.broker import Broker
 from epochlog.broker.collaborators import BrokerEpochHolder, CollaboratorError
-from epochlog.broker.config import BrokerConfig, ConfigError
 from epochlog.broker.eventloop import run
 from epochlog.client.connection import BrokerConnection
 from epochlog.client.errors import ConnectionFailedError, RequestTimedOutError
+from epochlog.config.broker import BrokerConfig, ConfigError
 from epochlog.controller.assignment import AssignmentError, assign_replicas
 from epochlog.controller.elector import ControllerElector
 from epochlog.node.controller_gateway import ControllerGateway, ZkControllerPins

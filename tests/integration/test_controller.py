@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 from kazoo.client import KazooClient
 
-from epochlog.broker.config import BrokerConfig
+from epochlog.config.broker import BrokerConfig
 from epochlog.controller.controller import Controller
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import ApiKey

@@ -18,7 +18,7 @@ from collections.abc import Callable
 import pytest
 from kazoo.client import KazooClient, KazooState
 
-from epochlog.broker.config import BrokerConfig
+from epochlog.config.broker import BrokerConfig
 from epochlog.controller.elector import ControllerElector
 from epochlog.zk import controller_zk as zkc
 from epochlog.zk import pinning

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from epochlog.broker.config import BrokerConfig, ConfigError, Endpoint, parse_properties
+from epochlog.config.broker import BrokerConfig, ConfigError, Endpoint, parse_properties
 
 BASE = {"broker.id": "1", "zookeeper.connect": "127.0.0.1:2181"}
 

@@ -11,7 +11,6 @@ from epochlog.broker import isr_changes
 from epochlog.broker.alter_partition_manager import PartitionAnswer
 from epochlog.broker.appends import append_records
 from epochlog.broker.collaborators import BrokerEpochHolder
-from epochlog.broker.config import BrokerConfig
 from epochlog.broker.harness import leader_and_isr_request
 from epochlog.broker.isr_rules import AlterOutcome, IsrChangeKind, ReplicationSettings
 from epochlog.broker.metadata_cache import LiveBroker, MetadataCache
@@ -19,6 +18,7 @@ from epochlog.broker.partition import Partition, PartitionState
 from epochlog.broker.produce_validation import validate_partition_records
 from epochlog.broker.producer_state import ProducerStateManager
 from epochlog.broker.replica_manager import ReplicaManager
+from epochlog.config.broker import BrokerConfig
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.records import RecordBatchBuilder
 from epochlog.storage import LogConfig, LogManager, PartitionLog

@@ -9,12 +9,12 @@ import uuid
 
 from epochlog.broker.appends import append_records
 from epochlog.broker.collaborators import BrokerEpochHolder
-from epochlog.broker.config import BrokerConfig
 from epochlog.broker.delayed import DelayedOperation, DelayedOperationPurgatory
 from epochlog.broker.harness import leader_and_isr_request, update_metadata_request
 from epochlog.broker.metadata_cache import MetadataCache
 from epochlog.broker.reads import FetchParams, PartitionFetch, fetch_messages
 from epochlog.broker.replica_manager import ReplicaManager
+from epochlog.config.broker import BrokerConfig
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.records import RecordBatchBuilder
 from epochlog.storage import LogManager

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from epochlog.broker.isr_rules import ReplicationSettings
-from epochlog.broker.topic_configs import (
+from epochlog.broker.isr_rules import ReplicationSettings, replication_settings_for
+from epochlog.config.topic import (
     TopicConfigError,
     log_config_for,
-    replication_settings_for,
     validate_topic_configs,
 )
 from epochlog.storage.config import LogConfig

@@ -1,7 +1,9 @@
-"""The one-way dependencies DESIGN.md draws: protocol at the bottom, storage on it; the client
-on protocol alone; the Spark source and the proxy on the client. Read from the source's import
-statements, so a module that reaches across (the Spark source importing broker code, say) fails
-here rather than in review."""
+"""The one-way dependencies DESIGN.md draws: protocol at the bottom, storage and config on it; the
+data plane, the controller and the coordinators side by side on those, never importing each
+other; one package (node) assembling a broker process; the client on protocol alone; the Spark
+source and the proxy on the client; nothing in production importing testing/. Read from the
+source's import statements, so a module that reaches across (the Spark source importing broker
+code, say) fails here rather than in review."""
 
 from __future__ import annotations
 
@@ -19,10 +21,32 @@ PACKAGE = Path(epochlog.__file__).parent
 ALLOWED: dict[str, set[str]] = {
     "protocol": set(),
     "storage": {"protocol"},
+    # configuration sits below everything that reads it
+    "config": {"protocol", "storage"},
+    "zk": {"protocol", "storage", "processes"},
     "coordinator": {"protocol"},
+    # the data plane and the controller never import each other (nor the coordinators)
+    "broker": {"protocol", "storage", "config", "client", "aio", "faults"},
+    "controller": {"protocol", "storage", "config", "zk", "client", "aio", "faults"},
+    # one package assembles a broker process
+    "node": {
+        "broker",
+        "controller",
+        "coordinator",
+        "config",
+        "zk",
+        "protocol",
+        "storage",
+        "client",
+        "aio",
+        "processes",
+        "faults",
+    },
     "client": {"protocol", "aio"},
     "spark": {"client", "protocol", "aio"},
     "proxy": {"client", "protocol", "aio"},
+    # production code never imports testing/
+    "cli": {"client", "node", "config", "zk", "protocol", "proxy", "spark", "storage", "aio"},
 }
 
 

@@ -11,9 +11,9 @@ import pytest
 
 from epochlog.broker.appends import append_to_leader
 from epochlog.broker.collaborators import BrokerEpochHolder
-from epochlog.broker.config import BrokerConfig
 from epochlog.broker.metadata_cache import MetadataCache
 from epochlog.broker.replica_manager import ReplicaManager
+from epochlog.config.broker import BrokerConfig
 from epochlog.protocol.errors import ErrorCode
 from epochlog.storage import LogManager
 from epochlog.storage.errors import LogDirOfflineError

@@ -23,9 +23,9 @@ from epochlog.broker.collaborators import (
     ProducerIdSource,
     TopicAutoCreator,
 )
-from epochlog.broker.config import BrokerConfig
 from epochlog.broker.metadata_cache import BrokerEndpoint, MetadataCache
 from epochlog.broker.replica_manager import ReplicaManager
+from epochlog.config.broker import BrokerConfig
 from epochlog.protocol.api import Request
 from epochlog.storage import LogManager
 

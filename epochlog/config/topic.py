@@ -17,10 +17,8 @@ ZooKeeper as Kafka's ZooKeeper-mode brokers do.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 
-from epochlog.broker.isr_rules import ReplicationSettings
 from epochlog.storage.config import TOPIC_CONFIG_FIELDS, LogConfig
 
 BOOLEANS = ("true", "false")
@@ -58,16 +56,10 @@ def log_config_for(base: LogConfig, configs: Mapping[str, str]) -> LogConfig:
     return base.with_topic_overrides(storage) if storage else base
 
 
-def replication_settings_for(
-    base: ReplicationSettings, configs: Mapping[str, str]
-) -> ReplicationSettings:
-    """The broker's replication settings with the topic's min.insync.replicas, if it has one."""
+def min_insync_replicas_of(configs: Mapping[str, str]) -> int | None:
+    """The topic's min.insync.replicas override, if it has one."""
     value = configs.get("min.insync.replicas")
-    if value is None:
-        return base
-    return dataclasses.replace(
-        base, min_insync_replicas=_positive_int("min.insync.replicas", value)
-    )
+    return None if value is None else _positive_int("min.insync.replicas", value)
 
 
 def _positive_int(key: str, value: str) -> int:
