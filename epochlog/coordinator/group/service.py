@@ -239,54 +239,27 @@ class GroupService:
             groups = []
             for group in body.groups:
                 error, by_topic = self._fetch_group(group.group_id, group.topics, stable)
+                topics = _fetched_topics(
+                    by_topic, R.OffsetFetchResponseTopics, R.OffsetFetchResponsePartitions
+                )
                 groups.append(
                     R.OffsetFetchResponseGroup(
-                        group_id=group.group_id,
-                        error_code=error,
-                        topics=[
-                            R.OffsetFetchResponseTopics(
-                                name=topic,
-                                partitions=[
-                                    R.OffsetFetchResponsePartitions(
-                                        partition_index=f.partition,
-                                        committed_offset=f.offset,
-                                        committed_leader_epoch=f.leader_epoch,
-                                        metadata=f.metadata,
-                                        error_code=f.error,
-                                    )
-                                    for f in offsets
-                                ],
-                            )
-                            for topic, offsets in by_topic.items()
-                        ],
+                        group_id=group.group_id, error_code=error, topics=topics
                     )
                 )
             return R(groups=groups)
-        topics = body.topics if (version >= 2 or body.topics is not None) else []
-        error, by_topic = self._fetch_group(body.group_id, topics, stable)
-        if error is not E.NONE and topics is not None:
+        wanted = body.topics if (version >= 2 or body.topics is not None) else []
+        error, by_topic = self._fetch_group(body.group_id, wanted, stable)
+        if error is not E.NONE and wanted is not None:
             # Before v2 there is no group error: each partition carries it.
-            by_topic = {}
-            for t in topics:
-                by_topic[t.name] = [_Missing(t.name, p, error) for p in t.partition_indexes]
+            by_topic = {
+                t.name: [_Missing(t.name, p, error) for p in t.partition_indexes] for t in wanted
+            }
         return R(
             error_code=error,
-            topics=[
-                R.OffsetFetchResponseTopic(
-                    name=topic,
-                    partitions=[
-                        R.OffsetFetchResponsePartition(
-                            partition_index=f.partition,
-                            committed_offset=f.offset,
-                            committed_leader_epoch=f.leader_epoch,
-                            metadata=f.metadata,
-                            error_code=f.error,
-                        )
-                        for f in offsets
-                    ],
-                )
-                for topic, offsets in by_topic.items()
-            ],
+            topics=_fetched_topics(
+                by_topic, R.OffsetFetchResponseTopic, R.OffsetFetchResponsePartition
+            ),
         )
 
     async def offset_delete(self, body: Any, version: int, client_id: str, host: str) -> Any:
@@ -400,6 +373,28 @@ class _Missing:
     def __init__(self, topic: str, partition: int, error: ErrorCode) -> None:
         self.topic, self.partition, self.error = topic, partition, error
         self.offset, self.leader_epoch, self.metadata = -1, -1, ""
+
+
+def _fetched_topics(
+    by_topic: dict[str, list[Any]], topic_cls: Any, partition_cls: Any
+) -> list[Any]:
+    """OffsetFetch's topics: v0-7 and v8+ name their structs differently, same fields."""
+    return [
+        topic_cls(
+            name=topic,
+            partitions=[
+                partition_cls(
+                    partition_index=f.partition,
+                    committed_offset=f.offset,
+                    committed_leader_epoch=f.leader_epoch,
+                    metadata=f.metadata,
+                    error_code=f.error,
+                )
+                for f in offsets
+            ],
+        )
+        for topic, offsets in by_topic.items()
+    ]
 
 
 def _offset_delete(shard: Any, group_id: str, wanted: list[tuple[str, int]]) -> Any:
