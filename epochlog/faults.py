@@ -18,12 +18,17 @@ The file holds a list of rules; the first that matches a request applies:
   or `hold` (wait until the rule is gone from the file, then send);
 - `count` (optional): apply to this many matching requests, then stop matching.
 
+A rule may instead inject a storage error: `{"storage": "EIO", "broker": 4}` makes every
+produce append and every probe of an offline log dir on broker 4 fail with that errno (EIO,
+ENOSPC, EROFS, ...), as a failing disk would, until the rule is removed (`storage_error`).
+
 `FaultRules.write(path, rules)` is the test side. Without the config key nothing is consulted.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import os
 from dataclasses import dataclass, field
@@ -39,6 +44,8 @@ POLL_S = 0.05
 class _Rule:
     api: str | None
     action: str
+    storage: str | None = None  # an errno name: an injected storage error
+    broker: int | None = None  # the broker a storage error applies to (None: every broker)
     event: str | None = None
     source: int | None = None
     destination: int | None = None
@@ -86,7 +93,9 @@ class FaultInjector:
             self._rules = [
                 _Rule(
                     api=r.get("api"),
-                    action=r["action"],
+                    action=r.get("action", ""),
+                    storage=r.get("storage"),
+                    broker=r.get("broker"),
                     event=r.get("event"),
                     source=r.get("source"),
                     destination=r.get("destination"),
@@ -113,6 +122,16 @@ class FaultInjector:
         if self.path is None:
             return True
         return await self._apply(self._match(api, source, destination))
+
+    def storage_error(self, broker_id: int) -> OSError | None:
+        """The storage error a rule injects on this broker now, if any."""
+        if self.path is None:
+            return None
+        for rule in self._load():
+            if rule.storage is not None and rule.broker in (None, broker_id):
+                code = getattr(errno, rule.storage)
+                return OSError(code, f"{os.strerror(code)} (injected by a fault rule)")
+        return None
 
     async def before_event(self, event: str) -> None:
         """Delay or hold one of the controller's events (dropping one is not offered)."""

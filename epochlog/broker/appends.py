@@ -55,6 +55,9 @@ def append_to_leader(
     topic, index = key
     try:
         partition = rm.partition_or_error(topic, index)
+        injected = rm.faults.storage_error(rm.broker_id)  # tests: a failing disk
+        if injected is not None:
+            raise injected
         config = partition.log.config
         header = validate_partition_records(
             records,

@@ -134,6 +134,7 @@ class Broker:
         )
         rm = self.replica_manager
         rm.alter_partition_manager = self.alter_partition_manager
+        rm.faults = faults
         rm.on_become_follower = self.fetcher_manager.add_partitions
         rm.on_become_leader = lambda ps: self.fetcher_manager.remove_partitions(p.key for p in ps)
         rm.on_stop_replicas = self.fetcher_manager.remove_partitions

@@ -89,6 +89,7 @@ from epochlog.config.topic import (
     log_config_for,
     validate_topic_configs,
 )
+from epochlog.faults import NO_FAULTS, FaultInjector
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.schema import ZERO_UUID
 from epochlog.storage import LogManager, PartitionLog, StorageError
@@ -149,6 +150,7 @@ class ReplicaManager:
         self.on_become_follower: Callable[[list[Partition]], None] | None = None
         self.on_become_leader: Callable[[list[Partition]], None] | None = None
         self.on_stop_replicas: Callable[[list[TopicPartition]], None] | None = None
+        self.faults: FaultInjector = NO_FAULTS  # tests: injected storage errors
         # Asks the controller to resend this broker's LeaderAndIsr (a log-dir event
         # notification): called when a led partition's log was found damaged.
         self.on_storage_event: Callable[[], None] | None = None
@@ -393,7 +395,8 @@ class ReplicaManager:
         """Reload every offline log dir that is usable again; the dirs brought back."""
         back: list[object] = []
         for log_dir, reason in list(self.log_manager.offline_dirs.items()):
-            problem = probe_dir(log_dir, self._dir_min_free_bytes)
+            injected = self.faults.storage_error(self.broker_id)  # tests: the disk still fails
+            problem = str(injected) if injected else probe_dir(log_dir, self._dir_min_free_bytes)
             if problem is not None:
                 log.debug("log dir %s still offline (%s): %s", log_dir, reason, problem)
                 continue

@@ -19,6 +19,7 @@ import pytest
 from epochlog.cli.commands import read_status
 from epochlog.client import Admin
 from epochlog.testing.cluster import LocalCluster
+from epochlog.testing.faults import FaultRules
 from epochlog.testing.storage_faults import (
     can_mount_tmpfs,
     damage_batch_header,
@@ -320,3 +321,48 @@ def test_a_full_log_dir_goes_offline_moves_leadership_and_comes_back_without_a_r
         if cluster is not None:
             cluster.close()
         umount(logs)
+
+
+@pytest.mark.slow
+def test_an_io_error_takes_the_log_dir_offline_and_it_returns_once_the_disk_works(
+    tmp_path, zk_hosts
+) -> None:
+    faults = tmp_path / "faults.json"
+    FaultRules.write(faults, [])
+    cluster = start_cluster(
+        tmp_path,
+        zk_hosts,
+        **{"epochlog.test.faults.file": str(faults), "epochlog.log.dir.probe.interval.ms": 500},
+    )
+    try:
+        victim = max(range(1, 5), key=lambda b: replicas_on(cluster, b)[0])
+        assert replicas_on(cluster, victim)[0] > 0  # it leads partitions the producer writes
+        producer = Producer(cluster.bootstrap_servers)
+        producer.produce_for(3)
+        # The victim's disk starts failing every write with EIO (a failing device, not a full
+        # one): the produce appends it leads fail and take its log dir offline.
+        FaultRules.write(faults, [{"storage": "EIO", "broker": victim}])
+        moved = wait_until(
+            lambda: replicas_on(cluster, victim) == (0, 0),
+            20,
+            f"broker {victim} to lead nothing and leave every ISR once its disk fails",
+        )
+        time.sleep(3)  # acks go on from the other brokers
+        output = broker_output(cluster, victim)
+        assert "is offline" in output and "Input/output error" in output, output[-3000:]
+        assert "Traceback" not in output, output[-3000:]
+        FaultRules.write(faults, [])  # the disk works again
+        back = wait_until(
+            lambda: fully_replicated(cluster), 60, f"broker {victim} to rejoin every ISR"
+        )
+        producer.finish()
+        print(
+            f"EIO -> broker {victim} out of every ISR and leadership in {moved:.1f} s; "
+            f"disk working -> all ISRs at 3 in {back:.1f} s (no restart); longest gap between "
+            f"acks {producer.longest_gap:.1f} s; {producer.total} records acknowledged"
+        )
+        assert "online again" in broker_output(cluster, victim)
+        assert producer.longest_gap < 10
+        assert_every_acked_record_reads_back(cluster, producer.acked)
+    finally:
+        cluster.close()
