@@ -264,7 +264,7 @@ def test_every_client_produces_to_and_reads_back_a_compacted_topic(tmp_path, zk_
     items = [(b"k%d" % (i % keys), b"v%d" % i) for i in range(n)]
     try:
         with Admin({"bootstrap.servers": bootstrap}) as admin:
-            for client in ("confluent", "kafka-python", "aiokafka", "kcat"):
+            for client in ("confluent", "kafka-python", "aiokafka", "kcat", "epochlog"):
                 admin.create_topic(f"c-{client}", 1, 1, configs)
 
         # confluent-kafka (librdkafka), idempotent
@@ -379,6 +379,25 @@ def test_every_client_produces_to_and_reads_back_a_compacted_topic(tmp_path, zk_
         )
         assert refused.returncode != 0
         assert "failed to validate record" in refused.stderr  # librdkafka's INVALID_RECORD
+
+        # epochlog's own client
+        from epochlog.client import Consumer, Producer
+
+        with Producer({"bootstrap.servers": bootstrap, "linger.ms": 0}) as ours:
+            for key, value in items:
+                ours.send_and_wait("c-epochlog", value, key=key, partition=0)
+            with pytest.raises(Exception, match="INVALID_RECORD|without key"):
+                ours.send_and_wait("c-epochlog", b"no key", partition=0)
+        wait_until(lambda: cleaned_on(cluster, "c-epochlog", n // 2), 30, "a clean")
+        with Consumer({"bootstrap.servers": bootstrap}) as reader:
+            reader.assign([("c-epochlog", 0)])
+            reader.seek_to_beginning()
+            end = reader.end_offsets([("c-epochlog", 0)])[("c-epochlog", 0)]
+            got = []
+            deadline = time.monotonic() + 30
+            while (not got or got[-1][0] < end - 1) and time.monotonic() < deadline:
+                got.extend((r.offset, r.key, r.value) for r in reader.poll(0.5))
+        assert {k: v for _, k, v in got} == expected_last(n, keys) and len(got) < n
     finally:
         cluster.close()
 
