@@ -12,13 +12,16 @@ that an epochlog leader and a Java or librdkafka leader hand out the same kind o
 - `cooperative-sticky` (CooperativeStickyAssignor, KIP-429): a member keeps the partitions it
   owns, as far as balance allows; the rest go to the least loaded subscribed member; then
   partitions move from the most to the least loaded member until no two members that could share
-  a partition differ by more than one. Ownership claims are checked as Kafka checks them: a
-  partition of a topic the member no longer subscribes to, or that no longer exists, is not
-  owned; two members claiming it in the same generation both lose it; in different generations
-  the higher generation keeps it. Finally, because a partition may not change hands within one
-  rebalance under the cooperative protocol, a partition given to a member other than its current
-  owner is left out of the new owner's assignment: the owner sees it missing, revokes it and
-  rejoins, and the second rebalance hands it over.
+  a partition differ by more than one. With equal subscriptions that is exact balance, and a
+  second rebalance moves nothing the first one kept; with unequal ones it is a heuristic that may
+  move a kept partition again (through the same revoke-first hand-over). Ownership claims are
+  checked as Kafka checks them: a partition of a topic the member no longer subscribes to, or
+  that no longer exists, is not owned; two members claiming it in the same generation both lose
+  it; in different generations the higher generation keeps it. Finally, because a partition may
+  not change hands within one rebalance under the cooperative protocol, a partition given to a
+  member that does not list it while another member does is left out of the new owner's
+  assignment: the owner sees it missing, revokes it and rejoins, and the second rebalance hands
+  it over (Java's computePartitionsTransferringOwnership).
 
 `rebalance_protocol(names)` is the protocol a consumer configured with those assignors follows:
 COOPERATIVE only if every one of them supports it (Java's ConsumerCoordinator rule), else EAGER.
@@ -145,10 +148,15 @@ def cooperative_sticky_assign(
     one member to another within one rebalance (see the module docstring)."""
     owned = valid_owned_partitions(partitions_per_topic, members)
     target = sticky_balanced_assign(partitions_per_topic, members, owned)
-    # A partition still owned by someone else is held back: its owner revokes it first.
-    owner_of = {tp: m for m, tps in owned.items() for tp in tps}
+    # Java's computePartitionsTransferringOwnership: a partition given to a member that does not
+    # list it, while another member lists it as owned (valid claim or not), is held back; that
+    # owner revokes it first.
+    listed_by: dict[TopicPartition, set[str]] = {}
+    for m in members.values():
+        for tp in m.owned_partitions:
+            listed_by.setdefault(tp, set()).add(m.member_id)
     return {
-        member_id: sorted(tp for tp in tps if owner_of.get(tp, member_id) == member_id)
+        member_id: sorted(tp for tp in tps if member_id in listed_by.get(tp, {member_id}))
         for member_id, tps in target.items()
     }
 
@@ -189,8 +197,12 @@ def sticky_balanced_assign(
             result[m.member_id] = set(keep)
     assigned = {tp for tps in result.values() for tp in tps}
 
-    def load(member_id: str) -> tuple[int, int]:
-        return (len(result[member_id]), rank[member_id])
+    # Ties go to the member with fewer partitions it could take (Java sorts by that too): a
+    # member with other options should not take what only another member can have.
+    potential = {m.member_id: sum(partitions_per_topic.get(t, 0) for t in m.topics) for m in order}
+
+    def load(member_id: str) -> tuple[int, int, int]:
+        return (len(result[member_id]), potential[member_id], rank[member_id])
 
     for tp in everything:
         if tp in assigned:
@@ -204,7 +216,9 @@ def sticky_balanced_assign(
     while True:
         moved = False
         for giver in sorted(result, key=lambda m: (-len(result[m]), rank[m])):
-            for tp in sorted(result[giver]):
+            # partitions the giver did not own move first: keep the owned ones where they are
+            kept = owned.get(giver, set())
+            for tp in sorted(result[giver], key=lambda tp: (tp in kept, tp)):
                 takers = [m for m in eligible[tp.topic] if len(result[m]) + 1 < len(result[giver])]
                 if takers:
                     taker = min(takers, key=load)

@@ -275,3 +275,43 @@ def test_a_member_that_stops_polling_leaves_and_the_others_take_over(cluster) ->
     assert len(settle([slow, busy], topic)) == 2
     slow.consumer.close()
     busy.consumer.close()
+
+
+def test_the_asyncio_consumer_awaits_coroutine_callbacks_and_commits_in_the_background(
+    cluster,
+) -> None:
+    import asyncio
+
+    from epochlog.client import AsyncConsumer
+
+    values = make_topic(cluster, "el-async")
+
+    async def main() -> None:
+        events: list[tuple[str, int]] = []
+
+        async def on_assign(consumer: AsyncConsumer, partitions: list[TopicPartition]) -> None:
+            await asyncio.sleep(0)
+            events.append(("assign", len(partitions)))
+
+        async def on_revoke(consumer: AsyncConsumer, partitions: list[TopicPartition]) -> None:
+            await consumer.commit()  # the classic: commit what was read before giving it up
+            events.append(("revoke", len(partitions)))
+
+        config = {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": "el-async-g",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "session.timeout.ms": 6000,
+        }
+        async with AsyncConsumer(config) as consumer:
+            consumer.subscribe(["el-async"], on_assign=on_assign, on_revoke=on_revoke)
+            got: list[bytes] = []
+            while len(got) < len(values):
+                got.extend(r.value for r in await consumer.poll(0.2))
+            await consumer.commit_async()
+            committed = await consumer.committed([("el-async", p) for p in range(PARTITIONS)])
+            assert sum(o.offset for o in committed.values()) == len(values)
+        assert events == [("assign", PARTITIONS), ("revoke", PARTITIONS)]
+
+    asyncio.run(main())
