@@ -315,3 +315,22 @@ def test_the_asyncio_consumer_awaits_coroutine_callbacks_and_commits_in_the_back
         assert events == [("assign", PARTITIONS), ("revoke", PARTITIONS)]
 
     asyncio.run(main())
+
+
+def test_auto_commit_on_close_and_an_assigning_consumer_resumes_at_the_commit(cluster) -> None:
+    values = make_topic(cluster, "el-auto")
+    first = group_consumer(
+        cluster, "el-auto-g", **{"enable.auto.commit": True, "auto.commit.interval.ms": 60000}
+    )
+    first.subscribe(["el-auto"])
+    assert sorted(poll_values(first, len(values))) == sorted(values)
+    first.close()  # the interval has not come round: the commit on close stores the positions
+    # assign() under the same group id starts at the committed offsets, without joining
+    second = group_consumer(cluster, "el-auto-g")
+    second.assign([("el-auto", p) for p in range(PARTITIONS)])
+    assert poll_values(second, 1, timeout_s=3) == []
+    committed = second.committed([("el-auto", p) for p in range(PARTITIONS)])
+    assert [o.offset for o in committed.values()] == [len(values) // PARTITIONS] * PARTITIONS
+    second.commit({("el-auto", 0): 0})  # generation -1: a consumer that assigns commits too
+    assert second.committed([("el-auto", 0)])[TopicPartition("el-auto", 0)].offset == 0
+    second.close()
