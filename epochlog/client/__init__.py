@@ -1,4 +1,4 @@
-"""epochlog's Kafka client: producer, consumer (manual assignment) and admin.
+"""epochlog's Kafka client: producer, consumer (manual assignment or a consumer group) and admin.
 
 An asyncio core (`AsyncProducer`, `AsyncConsumer`, `AsyncAdmin`) with blocking facades
 (`Producer`, `Consumer`, `Admin`) that run the core on a background event loop thread. All are
@@ -10,7 +10,8 @@ Layers, bottom up: `connection` (one broker connection: framing, pipelining, Api
 `connection_state` (sans-I/O reconnect backoff and node choice), `metadata` (sans-I/O cluster
 view), `network` (connections to all brokers, bootstrap, metadata refresh; `recovery` is where
 the rebootstrap decision plugs in), then `producer` (`partitioner`, `accumulator`,
-`idempotence`), `consumer` (`subscription`, `fetch_decoder`) and `admin`; `sync` holds the
+`idempotence`), `consumer` (`subscription`, `fetch_decoder`; in a group `consumer_coordinator`
+with the sans-I/O `membership`, `assignors` and `group_offsets`) and `admin`; `sync` holds the
 facades.
 """
 
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
         RequestTimedOutError,
     )
     from epochlog.client.fetch_decoder import ConsumerRecord
+    from epochlog.client.group_offsets import OffsetAndMetadata
     from epochlog.client.metadata import BrokerNode, ClusterMetadata, PartitionInfo, TopicPartition
     from epochlog.client.partitioner import murmur2, partition_for_key
     from epochlog.client.producer import AsyncProducer, RecordMetadata
@@ -69,6 +71,7 @@ _EXPORTS: dict[str, str] = {
     "NewTopic": "epochlog.client.admin",
     "NoOffsetForPartitionError": "epochlog.client.errors",
     "NodeNotReadyError": "epochlog.client.errors",
+    "OffsetAndMetadata": "epochlog.client.group_offsets",
     "OffsetAndTimestamp": "epochlog.client.consumer",
     "OffsetOutOfRangeError": "epochlog.client.errors",
     "PartitionInfo": "epochlog.client.metadata",
@@ -122,6 +125,7 @@ __all__ = [
     "NewTopic",
     "NoOffsetForPartitionError",
     "NodeNotReadyError",
+    "OffsetAndMetadata",
     "OffsetAndTimestamp",
     "OffsetOutOfRangeError",
     "PartitionInfo",

@@ -21,6 +21,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from epochlog.client.assignors import ASSIGNORS, JAVA_CLASS_NAMES
 from epochlog.client.errors import ConfigError
 
 INT32_MAX = 2**31 - 1
@@ -43,7 +44,8 @@ CA = frozenset({Role.CONSUMER, Role.ADMIN})
 class Setting:
     """One config key: its type, Kafka's default, the allowed range or values, and who takes it.
 
-    kind is one of: int, bool, str, list (comma-separated), enum (one of `choices`), acks.
+    kind is one of: int, bool, str, list (comma-separated), enum (one of `choices`), acks,
+    assignors (comma-separated assignor names, Kafka's or its Java class names).
     """
 
     name: str
@@ -109,6 +111,19 @@ SETTINGS: dict[str, Setting] = {
         Setting("check.crcs", "bool", True, C),
         Setting("client.rack", "str", "", C),
         Setting("allow.auto.create.topics", "bool", True, C),
+        # ---- consumer groups (Java's defaults; group.id "" means none, Java's null)
+        Setting("group.id", "str", "", C),
+        Setting("group.instance.id", "str", "", C),
+        Setting("session.timeout.ms", "int", 45000, C, low=1, high=INT32_MAX),
+        Setting("heartbeat.interval.ms", "int", 3000, C, low=1, high=INT32_MAX),
+        Setting("max.poll.interval.ms", "int", 300000, C, low=1, high=INT32_MAX),
+        # Java's default: range first (eager, understood by every client, librdkafka's default
+        # included), cooperative-sticky second, so a group can move to cooperative rebalancing
+        # by a rolling restart that drops range.
+        Setting("partition.assignment.strategy", "assignors", ("range", "cooperative-sticky"), C),
+        Setting("enable.auto.commit", "bool", True, C),
+        Setting("auto.commit.interval.ms", "int", 5000, C, high=INT32_MAX),
+        Setting("exclude.internal.topics", "bool", True, C),
         # ---- consumer and admin
         Setting("default.api.timeout.ms", "int", 60000, CA, high=INT32_MAX),
     )
@@ -191,6 +206,8 @@ def _parse(s: Setting, value: Any) -> Any:
         raise ConfigError(s.name, f"expected all, -1, 0 or 1, got {value!r}")
     if s.kind == "list":
         return _parse_servers(s.name, value)
+    if s.kind == "assignors":
+        return _parse_assignors(s.name, value)
     raise AssertionError(s.kind)
 
 
@@ -226,6 +243,27 @@ def _parse_servers(key: str, value: Any) -> tuple[tuple[str, int], ...]:
     return tuple(servers)
 
 
+def _parse_assignors(key: str, value: Any) -> tuple[str, ...]:
+    """`range,cooperative-sticky` (or a list, or Kafka's class names) into assignor names."""
+    if isinstance(value, str):
+        items = [part.strip() for part in value.split(",") if part.strip()]
+    elif isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+        items = [v.strip() for v in value if v.strip()]
+    else:
+        raise ConfigError(key, f"expected assignor names such as 'range', got {value!r}")
+    if not items:
+        raise ConfigError(key, "no assignor given")
+    names: list[str] = []
+    for item in items:
+        name = JAVA_CLASS_NAMES.get(item, item.lower())
+        if name not in ASSIGNORS:
+            known = ", ".join(ASSIGNORS)
+            raise ConfigError(key, f"unknown assignor {item!r} (known: {known})")
+        if name not in names:
+            names.append(name)
+    return tuple(names)
+
+
 def parse_host_port(key: str, item: str) -> tuple[str, int]:
     """`host:port` or `[v6addr]:port` into (host, port); errors name `key`."""
     text = item.split("://", 1)[-1]  # tolerate PLAINTEXT://host:port, as Kafka's clients do
@@ -242,6 +280,8 @@ def parse_host_port(key: str, item: str) -> tuple[str, int]:
 def _check_combinations(role: Role, values: dict[str, Any], explicit: frozenset[str]) -> None:
     if values.get("bootstrap.servers") is None:
         raise ConfigError("bootstrap.servers", "required: the brokers to bootstrap from")
+    if role is Role.CONSUMER:
+        _check_group_settings(values, explicit)
     if role is not Role.PRODUCER:
         return
     conflicts = []
@@ -264,3 +304,21 @@ def _check_combinations(role: Role, values: dict[str, Any], explicit: frozenset[
                 f"must be at least linger.ms + request.timeout.ms = {floor}",
             )
         values["delivery.timeout.ms"] = floor
+
+
+def _check_group_settings(values: dict[str, Any], explicit: frozenset[str]) -> None:
+    """Kafka's consumer checks: a heartbeat inside the session, group settings need a group."""
+    if values["heartbeat.interval.ms"] >= values["session.timeout.ms"]:
+        raise ConfigError(
+            "heartbeat.interval.ms",
+            f"{values['heartbeat.interval.ms']} must be below session.timeout.ms "
+            f"({values['session.timeout.ms']})",
+        )
+    if values["group.id"]:
+        return
+    if values["group.instance.id"]:
+        raise ConfigError("group.instance.id", "static membership needs a group.id")
+    if values["enable.auto.commit"]:
+        if "enable.auto.commit" in explicit:
+            raise ConfigError("enable.auto.commit", "auto commit needs a group.id")
+        values["enable.auto.commit"] = False  # on only by default: off without a group, as Java

@@ -1,4 +1,15 @@
-"""The asyncio consumer: assign, seek, poll. No consumer groups yet.
+"""The asyncio consumer: assign, seek, poll; with a group.id, subscribe, commit and committed.
+
+Groups. With `group.id` set, `subscribe(topics)` or `subscribe(pattern=...)` joins the group
+(`consumer_coordinator` does the work, `membership` decides it, `assignors` run on the leader):
+the group's assignment replaces `assign()`, rebalance callbacks `on_assign`, `on_revoke` and
+`on_lost` (confluent-kafka's names: `callback(consumer, partitions)`; plain functions or
+coroutine functions) run on this loop, and new partitions start at the group's committed
+offsets. `commit()` stores the positions of what `poll()` returned (or the given offsets),
+`commit_async()` does it in the background, `committed()` reads them back; auto commit
+(enable.auto.commit, on by default as in Java) commits from `poll()` every
+auto.commit.interval.ms, before partitions are revoked and on close. `assign()` under a group id
+also starts at committed offsets and commits with generation -1, without joining.
 
 How it works. `assign()` sets the partitions (`subscription.SubscriptionState` keeps their
 positions) and asks the network client for their topics' metadata. A background fetch task then
@@ -21,14 +32,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from epochlog.aio import wait_for
 from epochlog.client.config import Role, load_config
+from epochlog.client.consumer_coordinator import ASSIGNED, LOST, REVOKED, ConsumerCoordinator
 from epochlog.client.errors import (
     ClientClosedError,
     ClientError,
@@ -37,6 +50,7 @@ from epochlog.client.errors import (
     OffsetOutOfRangeError,
 )
 from epochlog.client.fetch_decoder import ConsumerRecord, decode_partition_records
+from epochlog.client.group_offsets import OffsetAndMetadata
 from epochlog.client.metadata import ZERO_UUID, TopicPartition
 from epochlog.client.network import NetworkClient
 from epochlog.client.subscription import (
@@ -52,6 +66,11 @@ from epochlog.protocol.api import ApiKey
 from epochlog.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
+
+RebalanceCallback = Callable[[Any, list[TopicPartition]], Any]
+# Runs a rebalance callback: (callback, partitions) -> awaitable. The blocking consumer swaps in
+# one that runs it in the thread that polls.
+CallbackRunner = Callable[[RebalanceCallback, list[TopicPartition]], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +109,13 @@ class AsyncConsumer:
         self._data = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
+        self._callbacks: dict[str, RebalanceCallback | None] = {}
+        self.run_callback: CallbackRunner = self._run_callback
+        self._group: ConsumerCoordinator | None = None
+        if c["group.id"]:
+            self._group = ConsumerCoordinator(
+                c, self._net, self._subs, self._on_rebalance, self._wakeup.set
+            )
 
     @property
     def cluster_id(self) -> str | None:
@@ -115,10 +141,15 @@ class AsyncConsumer:
             self._net.add_listener(self._wakeup.set)
             await self._net.start()
             self._task = asyncio.get_running_loop().create_task(self._run(), name="fetcher")
+            if self._group is not None:
+                self._group.start()
 
     async def close(self) -> None:
+        """Commit (auto commit), revoke, leave the group (not a static member), then close."""
         if self._closed:
             return
+        if self._group is not None and self._task is not None:
+            await self._group.close(self._default_timeout_ms)
         self._closed = True
         if self._task is not None:
             self._wakeup.set()  # the loop checks _closed too: wait_for may swallow a cancel
@@ -129,14 +160,124 @@ class AsyncConsumer:
     # ---------------------------------------------------------------- assignment and positions
 
     def assign(self, partitions: Iterable[tuple[str, int]]) -> None:
-        """Consume exactly these (topic, partition)s; positions of kept partitions are kept."""
-        self._subs.assign(partitions)
+        """Consume exactly these (topic, partition)s; positions of kept partitions are kept.
+        With a group.id, new ones start at the group's committed offsets."""
+        if self._group is not None and self._group.subscribed:
+            raise ClientError("assign() and subscribe() are mutually exclusive; unsubscribe()")
+        self._subs.assign(partitions, from_committed=self._group is not None)
         self._net.want_topics({tp.topic for tp in self._subs.assignment()})
+        if self._group is not None:
+            self._group.wake()
         self._buffer = deque(b for b in self._buffer if self._subs.is_assigned(b.tp))
         self._wakeup.set()
 
     def assignment(self) -> set[TopicPartition]:
         return self._subs.assignment()
+
+    # ---------------------------------------------------------------- groups
+
+    def _need_group(self, what: str) -> ConsumerCoordinator:
+        if self._group is None:
+            raise ClientError(f"{what} needs a group.id")
+        return self._group
+
+    def subscribe(
+        self,
+        topics: Iterable[str] | None = None,
+        *,
+        pattern: str | None = None,
+        on_assign: RebalanceCallback | None = None,
+        on_revoke: RebalanceCallback | None = None,
+        on_lost: RebalanceCallback | None = None,
+    ) -> None:
+        """Join the group for these topics, or for every topic matching `pattern` (a regular
+        expression over whole names, re-evaluated as metadata refreshes). Callbacks get
+        (consumer, partitions): `on_assign` with the partitions added (all of them under the
+        eager protocol), `on_revoke` with those taken away, `on_lost` with those lost without a
+        clean hand-over (session or poll interval exceeded, fenced); `on_revoke` stands in for
+        a missing `on_lost`."""
+        group = self._need_group("subscribe()")
+        if (topics is None) == (pattern is None):
+            raise ClientError("subscribe() takes a list of topics or a pattern, not both")
+        if not group.subscribed and self._subs.assignment():
+            raise ClientError("assign() and subscribe() are mutually exclusive; assign([]) first")
+        if topics is not None:
+            topics = [topics] if isinstance(topics, str) else list(topics)
+        self._callbacks = {ASSIGNED: on_assign, REVOKED: on_revoke, LOST: on_lost or on_revoke}
+        group.subscribe(topics, pattern)
+        self._wakeup.set()
+
+    async def unsubscribe(self) -> None:
+        """Revoke everything and leave the group (not a static member)."""
+        group = self._need_group("unsubscribe()")
+        await group.unsubscribe()
+        self._buffer.clear()
+
+    def subscription(self) -> set[str]:
+        return set(self._group.subscription()) if self._group is not None else set()
+
+    @property
+    def member_id(self) -> str:
+        return self._group.membership.member_id if self._group is not None else ""
+
+    @property
+    def generation_id(self) -> int:
+        return self._group.membership.generation_id if self._group is not None else -1
+
+    async def _on_rebalance(self, kind: str, partitions: list[TopicPartition]) -> None:
+        callback = self._callbacks.get(kind)
+        if callback is not None:
+            await self.run_callback(callback, partitions)
+
+    async def _run_callback(
+        self, callback: RebalanceCallback, partitions: list[TopicPartition]
+    ) -> None:
+        result = callback(self, partitions)
+        if inspect.isawaitable(result):
+            await result
+
+    def _offsets_arg(
+        self, offsets: Mapping[tuple[str, int], int | OffsetAndMetadata] | None
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        group = self._need_group("commit()")
+        if offsets is None:
+            return group.positions_to_commit()
+        return {
+            TopicPartition(*tp): (o if isinstance(o, OffsetAndMetadata) else OffsetAndMetadata(o))
+            for tp, o in offsets.items()
+        }
+
+    async def commit(
+        self,
+        offsets: Mapping[tuple[str, int], int | OffsetAndMetadata] | None = None,
+        timeout: float | None = None,
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Commit `offsets` (the next offset to read per partition), or the position of every
+        assigned partition (one past the last record `poll()` returned, with its leader epoch),
+        and wait until the coordinator stored them. Raises KafkaError: UNKNOWN_MEMBER_ID,
+        ILLEGAL_GENERATION or REBALANCE_IN_PROGRESS when the group moved on (as Java's
+        CommitFailedException), REQUEST_TIMED_OUT and others after retrying until `timeout`."""
+        await self.start()
+        to_commit = self._offsets_arg(offsets)
+        await self._need_group("commit()").commit(to_commit, self._timeout_ms(timeout))
+        return to_commit
+
+    def commit_async(
+        self, offsets: Mapping[tuple[str, int], int | OffsetAndMetadata] | None = None
+    ) -> asyncio.Task[None]:
+        """Commit in the background (the offsets are taken now); the task holds the outcome."""
+        if self._task is None:
+            raise ClientError("start() the consumer first")
+        return self._need_group("commit_async()").commit_in_background(self._offsets_arg(offsets))
+
+    async def committed(
+        self, partitions: Iterable[tuple[str, int]], timeout: float | None = None
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The group's committed offsets (None where nothing is committed)."""
+        await self.start()
+        tps = [TopicPartition(*tp) for tp in partitions]
+        group = self._need_group("committed()")
+        return await group.fetch_committed(tps, self._timeout_ms(timeout))
 
     def seek(self, tp: tuple[str, int], offset: int) -> None:
         self._subs.seek(tp, offset)
@@ -296,7 +437,11 @@ class AsyncConsumer:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         max_records: int = self.config["max.poll.records"]
+        if self._group is not None:
+            self._group.polled()
         while True:
+            if self._group is not None:
+                self._group.raise_pending_errors()
             self._raise_pending_errors()
             records = self._take(max_records)
             if records:
@@ -321,10 +466,13 @@ class AsyncConsumer:
 
     def _take(self, max_records: int) -> list[ConsumerRecord]:
         out: list[ConsumerRecord] = []
+        revoking = self._group.revoking if self._group is not None else ()
         while self._buffer and len(out) < max_records:
             item = self._buffer[0]
-            if not self._subs.is_assigned(item.tp):
+            if not self._subs.is_assigned(item.tp) or item.tp in revoking:
                 self._buffer.popleft()
+                if item.tp in revoking:
+                    self._subs.state(item.tp).buffered = False
                 continue
             state = self._subs.state(item.tp)
             if state.generation != item.generation:
@@ -409,6 +557,12 @@ class AsyncConsumer:
 
     async def _fetch(self, node: int, conn: Any, tps: list[TopicPartition]) -> None:
         c = self.config
+        # a rebalance may have taken partitions away between scheduling and now
+        tps = [tp for tp in tps if self._subs.is_assigned(tp)]
+        if not tps:
+            self._fetching_nodes.discard(node)
+            self._wakeup.set()
+            return
         generations = {tp: self._subs.state(tp).generation for tp in tps}
         offsets = {tp: self._subs.state(tp).position for tp in tps}
         try:

@@ -11,6 +11,12 @@ Every seek or reset bumps the partition's `generation`. Fetch and ListOffsets re
 generation they were started under and are dropped if it changed in the meantime, so a response
 that was in flight during a seek can never move the position.
 
+In a group (`assign(..., from_committed=True)`), a new partition first waits for the group's
+committed offset (`awaiting_committed`): the consumer fetches it with OffsetFetch and
+`complete_committed` sets the position there, with the committed leader epoch, or, when nothing
+was committed, asks for the auto.offset.reset reset (with `none`, the partition has no position
+and `poll()` raises).
+
 A partition is fetchable when it has a position, no data is buffered for it, no fetch for it is
 in flight, and it is not backing off after an error (`retry.backoff.ms`).
 """
@@ -41,6 +47,7 @@ class PartitionState:
     fetching: bool = False  # a fetch for it is in flight
     buffered: bool = False  # fetched records wait to be returned by poll()
     resetting: bool = False  # a ListOffsets for its reset is in flight
+    awaiting_committed: bool = False  # its group's committed offset is wanted first
 
 
 class SubscriptionState:
@@ -50,8 +57,11 @@ class SubscriptionState:
 
     # ---------------------------------------------------------------- assignment
 
-    def assign(self, partitions: Iterable[tuple[str, int]]) -> None:
-        """Replace the assignment; partitions kept keep their positions."""
+    def assign(
+        self, partitions: Iterable[tuple[str, int]], *, from_committed: bool = False
+    ) -> None:
+        """Replace the assignment; partitions kept keep their positions. New ones start at the
+        group's committed offset if `from_committed`, else per auto.offset.reset."""
         wanted = [TopicPartition(t, p) for t, p in partitions]
         old = self._parts
         self._parts = {}
@@ -59,7 +69,9 @@ class SubscriptionState:
             state = old.get(tp)
             if state is None:
                 state = PartitionState()
-                if self.default_reset != "none":
+                if from_committed:
+                    state.awaiting_committed = True
+                elif self.default_reset != "none":
                     state.reset = self.default_reset
             self._parts[tp] = state
 
@@ -95,6 +107,7 @@ class SubscriptionState:
 
     def _invalidate(self, state: PartitionState) -> None:
         state.generation += 1
+        state.awaiting_committed = False  # a seek or reset overrides the committed offset
         state.buffered = False
         state.backoff_until_ms = 0.0
 
@@ -118,7 +131,40 @@ class SubscriptionState:
 
     def missing_position(self) -> list[TopicPartition]:
         """Partitions with no position and no reset wanted (auto.offset.reset=none)."""
-        return [tp for tp, s in self._parts.items() if s.position is None and s.reset is None]
+        return [
+            tp
+            for tp, s in self._parts.items()
+            if s.position is None and s.reset is None and not s.awaiting_committed
+        ]
+
+    # ---------------------------------------------------------------- committed offsets
+
+    def awaiting_committed(self) -> dict[TopicPartition, int]:
+        """Partitions waiting for their committed offset, with their generation."""
+        return {tp: s.generation for tp, s in self._parts.items() if s.awaiting_committed}
+
+    def complete_committed(
+        self, tp: TopicPartition, generation: int, offset: int, leader_epoch: int = -1
+    ) -> None:
+        """The committed offset arrived (-1: none committed, so reset per auto.offset.reset)."""
+        state = self._parts.get(tp)
+        if state is None or state.generation != generation or not state.awaiting_committed:
+            return
+        state.awaiting_committed = False
+        if offset >= 0:
+            state.position = offset
+            state.leader_epoch = leader_epoch
+            state.generation += 1
+        elif self.default_reset != "none":
+            state.reset = self.default_reset
+
+    def positions(self) -> dict[TopicPartition, tuple[int, int]]:
+        """(position, leader epoch of the last record returned) of every partition with one."""
+        return {
+            tp: (s.position, s.leader_epoch)
+            for tp, s in self._parts.items()
+            if s.position is not None
+        }
 
     def begin_reset(self, tp: TopicPartition) -> tuple[str, int]:
         state = self.state(tp)
@@ -145,6 +191,7 @@ class SubscriptionState:
             tp
             for tp, s in self._parts.items()
             if s.position is not None
+            and not s.awaiting_committed
             and not s.buffered
             and not s.fetching
             and s.reset is None

@@ -13,6 +13,12 @@ is full, or 4096 records handed over are not yet taken by the loop, `send` block
 The hand-over is a deque the caller extends and the loop empties, with one loop wakeup per
 burst of sends (`call_soon_threadsafe` once, not per record) and no lock: the GIL makes each
 extend atomic and orders the flag that says a wakeup is pending.
+
+`Consumer`'s rebalance callbacks run in the application's thread, inside `poll()`, `close()`
+or `unsubscribe()` (as confluent-kafka serves them from poll), not on the loop thread: a
+callback may then call the consumer (`commit()` in `on_revoke` is the classic) without
+deadlocking the loop it would wait on. The loop hands each callback over through a queue and
+waits; the thread blocked in `poll()` runs it and hands back the result.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
+import queue
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -27,10 +34,11 @@ from typing import Any, TypeVar
 
 from epochlog.aio import wait_for
 from epochlog.client.admin import AsyncAdmin, ClusterDescription, NewTopic, TopicDescription
-from epochlog.client.consumer import AsyncConsumer, OffsetAndTimestamp
+from epochlog.client.consumer import AsyncConsumer, OffsetAndTimestamp, RebalanceCallback
 from epochlog.client.delivery import DeliveryFuture
 from epochlog.client.errors import ClientClosedError, KafkaError
 from epochlog.client.fetch_decoder import ConsumerRecord
+from epochlog.client.group_offsets import OffsetAndMetadata
 from epochlog.client.metadata import TopicPartition
 from epochlog.client.producer import (
     AsyncProducer,
@@ -296,11 +304,15 @@ class Producer:
 
 
 class Consumer:
-    """A blocking consumer with manual assignment; see `AsyncConsumer`."""
+    """A blocking consumer; see `AsyncConsumer`. Rebalance callbacks get this object and run in
+    the thread that calls `poll()` (see the module docstring)."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         self._thread, self._consumer = _start("epochlog-consumer", lambda: AsyncConsumer(config))
         self.config = self._consumer.config
+        # callbacks handed over by the loop: (callback, partitions, future) or a wake-up token
+        self._handoff: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._consumer.run_callback = self._callback_in_caller
         try:
             self._thread.run(self._consumer.start())
         except BaseException:
@@ -317,17 +329,115 @@ class Consumer:
         """How many times this client went back to bootstrap.servers (KIP-899 / KIP-1102)."""
         return self._consumer.rebootstraps
 
+    @property
+    def member_id(self) -> str:
+        return self._consumer.member_id
+
+    @property
+    def generation_id(self) -> int:
+        return self._consumer.generation_id
+
     def __enter__(self) -> Consumer:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    async def _callback_in_caller(
+        self, callback: RebalanceCallback, partitions: list[TopicPartition]
+    ) -> None:
+        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._handoff.put((callback, partitions, done))
+        await asyncio.wrap_future(done)
+
+    def _run_serving(self, coro: Awaitable[T]) -> T:
+        """Run `coro` on the loop, running rebalance callbacks here meanwhile."""
+        if threading.get_ident() == self._thread.ident:
+            raise RuntimeError("a blocking Consumer method was called on its own loop thread")
+        result = asyncio.run_coroutine_threadsafe(_await(coro), self._thread.loop)
+        token = object()
+        result.add_done_callback(lambda _: self._handoff.put(token))
+        while True:
+            item = self._handoff.get()
+            if item is token:
+                return result.result()
+            if isinstance(item, tuple):
+                callback, partitions, done = item
+                try:
+                    callback(self, partitions)
+                except BaseException as exc:
+                    done.set_exception(exc)
+                else:
+                    done.set_result(None)
+            # else: the token of an earlier call that returned without it; ignore
+
     def assign(self, partitions: Iterable[tuple[str, int]]) -> None:
         self._thread.call(self._consumer.assign, list(partitions))
 
     def assignment(self) -> set[TopicPartition]:
         return self._thread.call(self._consumer.assignment)
+
+    def subscribe(
+        self,
+        topics: Iterable[str] | None = None,
+        *,
+        pattern: str | None = None,
+        on_assign: RebalanceCallback | None = None,
+        on_revoke: RebalanceCallback | None = None,
+        on_lost: RebalanceCallback | None = None,
+    ) -> None:
+        topic_list = (
+            None if topics is None else [topics] if isinstance(topics, str) else list(topics)
+        )
+
+        def subscribe() -> None:
+            self._consumer.subscribe(
+                topic_list,
+                pattern=pattern,
+                on_assign=on_assign,
+                on_revoke=on_revoke,
+                on_lost=on_lost,
+            )
+
+        self._thread.call(subscribe)
+
+    def unsubscribe(self) -> None:
+        self._run_serving(self._consumer.unsubscribe())
+
+    def subscription(self) -> set[str]:
+        return self._thread.call(self._consumer.subscription)
+
+    def commit(
+        self,
+        offsets: Mapping[tuple[str, int], int | OffsetAndMetadata] | None = None,
+        timeout: float | None = None,
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        return self._thread.run(self._consumer.commit(offsets, timeout))
+
+    def commit_async(
+        self, offsets: Mapping[tuple[str, int], int | OffsetAndMetadata] | None = None
+    ) -> concurrent.futures.Future[None]:
+        """Commit in the background; the future holds the outcome (resolved on the loop)."""
+        result: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+        def copy(task: asyncio.Task[None]) -> None:
+            if task.cancelled():
+                result.cancel()
+            elif task.exception() is not None:
+                result.set_exception(task.exception())  # type: ignore[arg-type]
+            else:
+                result.set_result(None)
+
+        def start() -> None:
+            self._consumer.commit_async(offsets).add_done_callback(copy)
+
+        self._thread.call(start)
+        return result
+
+    def committed(
+        self, partitions: Iterable[tuple[str, int]], timeout: float | None = None
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        return self._thread.run(self._consumer.committed(list(partitions), timeout))
 
     def seek(self, tp: tuple[str, int], offset: int) -> None:
         self._thread.call(self._consumer.seek, tp, offset)
@@ -359,13 +469,14 @@ class Consumer:
         return self._thread.run(self._consumer.end_offsets(list(partitions), timeout))
 
     def poll(self, timeout: float = 0.0) -> list[ConsumerRecord]:
-        return self._thread.run(self._consumer.poll(timeout))
+        """Records, waiting up to `timeout` seconds; rebalance callbacks run here."""
+        return self._run_serving(self._consumer.poll(timeout))
 
     def close(self) -> None:
         if self._thread.loop.is_closed():
             return
         try:
-            self._thread.run(self._consumer.close())
+            self._run_serving(self._consumer.close())
         finally:
             self._thread.stop()
 

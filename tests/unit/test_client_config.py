@@ -131,3 +131,43 @@ def test_config_is_read_only_and_rejects_lookups_of_other_roles_keys() -> None:
     with pytest.raises(TypeError):
         c["fetch.min.bytes"] = 5  # type: ignore[index]
     assert c.explicit == frozenset({"bootstrap.servers"})
+
+
+BOOT = {"bootstrap.servers": "h:9092"}
+
+
+def test_group_settings_have_javas_defaults() -> None:
+    c = load_config(Role.CONSUMER, {**BOOT, "group.id": "g"})
+    assert c["partition.assignment.strategy"] == ("range", "cooperative-sticky")
+    assert (c["session.timeout.ms"], c["heartbeat.interval.ms"]) == (45000, 3000)
+    assert (c["max.poll.interval.ms"], c["auto.commit.interval.ms"]) == (300000, 5000)
+    assert c["enable.auto.commit"] is True and c["group.instance.id"] == ""
+
+
+def test_assignors_take_kafkas_names_and_class_names() -> None:
+    c = load_config(
+        Role.CONSUMER,
+        {
+            **BOOT,
+            "group.id": "g",
+            "partition.assignment.strategy": "cooperative-sticky, "
+            "org.apache.kafka.clients.consumer.RangeAssignor",
+        },
+    )
+    assert c["partition.assignment.strategy"] == ("cooperative-sticky", "range")
+    with pytest.raises(ConfigError, match="partition.assignment.strategy.*unknown assignor 'x'"):
+        load_config(Role.CONSUMER, {**BOOT, "partition.assignment.strategy": "range,x"})
+
+
+def test_group_settings_are_checked_as_kafka_checks_them() -> None:
+    with pytest.raises(ConfigError, match="heartbeat.interval.ms"):
+        load_config(
+            Role.CONSUMER, {**BOOT, "session.timeout.ms": 3000, "heartbeat.interval.ms": 3000}
+        )
+    with pytest.raises(ConfigError, match="enable.auto.commit"):
+        load_config(Role.CONSUMER, {**BOOT, "enable.auto.commit": True})
+    with pytest.raises(ConfigError, match="group.instance.id"):
+        load_config(Role.CONSUMER, {**BOOT, "group.instance.id": "i"})
+    assert load_config(Role.CONSUMER, BOOT)["enable.auto.commit"] is False  # no group, no commits
+    with pytest.raises(ConfigError, match="group.id.*not valid for a producer"):
+        load_config(Role.PRODUCER, {**BOOT, "group.id": "g"})

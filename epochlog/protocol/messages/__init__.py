@@ -13,6 +13,7 @@ from epochlog.protocol.codec import message_class
 from epochlog.protocol.messages import (
     alter_partition,
     api_versions,
+    consumer_protocol,
     controlled_shutdown,
     create_topics,
     delete_groups,
@@ -103,3 +104,7 @@ OffsetCommitKey = message_class(group_records.OFFSET_COMMIT_KEY)
 OffsetCommitValue = message_class(group_records.OFFSET_COMMIT_VALUE)
 GroupMetadataKey = message_class(group_records.GROUP_METADATA_KEY)
 GroupMetadataValue = message_class(group_records.GROUP_METADATA_VALUE)
+
+# The consumer protocol's JoinGroup and SyncGroup metadata (data schemas, no API key).
+ConsumerProtocolSubscription = message_class(consumer_protocol.SUBSCRIPTION)
+ConsumerProtocolAssignment = message_class(consumer_protocol.ASSIGNMENT)
