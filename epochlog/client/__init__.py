@@ -37,6 +37,12 @@ if TYPE_CHECKING:
         RequestTimedOutError,
     )
     from epochlog.client.fetch_decoder import ConsumerRecord
+    from epochlog.client.group_admin_protocol import (
+        GroupDescription,
+        GroupListing,
+        MemberDescription,
+        OffsetAndMetadata,
+    )
     from epochlog.client.metadata import BrokerNode, ClusterMetadata, PartitionInfo, TopicPartition
     from epochlog.client.partitioner import murmur2, partition_for_key
     from epochlog.client.producer import AsyncProducer, RecordMetadata
@@ -63,12 +69,16 @@ _EXPORTS: dict[str, str] = {
     "Consumer": "epochlog.client.sync",
     "ConsumerRecord": "epochlog.client.fetch_decoder",
     "DeliveryTimeoutError": "epochlog.client.errors",
+    "GroupDescription": "epochlog.client.group_admin_protocol",
+    "GroupListing": "epochlog.client.group_admin_protocol",
     "IncompatibleBrokerError": "epochlog.client.errors",
     "KafkaError": "epochlog.client.errors",
+    "MemberDescription": "epochlog.client.group_admin_protocol",
     "MessageTooLargeError": "epochlog.client.errors",
     "NewTopic": "epochlog.client.admin",
     "NoOffsetForPartitionError": "epochlog.client.errors",
     "NodeNotReadyError": "epochlog.client.errors",
+    "OffsetAndMetadata": "epochlog.client.group_admin_protocol",
     "OffsetAndTimestamp": "epochlog.client.consumer",
     "OffsetOutOfRangeError": "epochlog.client.errors",
     "PartitionInfo": "epochlog.client.metadata",
@@ -116,12 +126,16 @@ __all__ = [
     "Consumer",
     "ConsumerRecord",
     "DeliveryTimeoutError",
+    "GroupDescription",
+    "GroupListing",
     "IncompatibleBrokerError",
     "KafkaError",
+    "MemberDescription",
     "MessageTooLargeError",
     "NewTopic",
     "NoOffsetForPartitionError",
     "NodeNotReadyError",
+    "OffsetAndMetadata",
     "OffsetAndTimestamp",
     "OffsetOutOfRangeError",
     "PartitionInfo",
