@@ -18,6 +18,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 
 import confluent_kafka as ck
 import pytest
@@ -68,7 +69,9 @@ def make_topic(cluster: LocalCluster, admin: Admin, name: str, timestamps: bool 
     assert producer.flush(30) == 0
 
 
-def consumer(cluster: LocalCluster, group: str, bootstrap: str | None = None, **conf: object):  # noqa: ANN201
+def consumer(
+    cluster: LocalCluster, group: str, bootstrap: str | None = None, **conf: object
+) -> ck.Consumer:
     return ck.Consumer(
         {
             "bootstrap.servers": bootstrap or cluster.bootstrap_servers,
@@ -462,7 +465,7 @@ def test_the_groups_command_runs_as_a_program(cluster, admin) -> None:
 class ProxyProcess:
     """`epochlog proxy` in front of the cluster, as a process of its own."""
 
-    def __init__(self, upstream: str, tmp) -> None:  # noqa: ANN001
+    def __init__(self, upstream: str, tmp: Path) -> None:
         self.port = free_port()
         self.listen = f"127.0.0.1:{self.port}"
         self.control = str(tmp / f"proxy-{self.port}.sock")
