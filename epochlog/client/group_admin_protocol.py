@@ -23,7 +23,8 @@ from typing import Any
 from epochlog.client.errors import ClientError
 from epochlog.client.metadata import BrokerNode, TopicPartition
 from epochlog.protocol import messages as m
-from epochlog.protocol.consumer_protocol import CONSUMER_PROTOCOL_TYPE, decode_assignment
+from epochlog.protocol.consumer_protocol import PROTOCOL_TYPE as CONSUMER_PROTOCOL_TYPE
+from epochlog.protocol.consumer_protocol import decode_assignment
 from epochlog.protocol.errors import DecodeError, ErrorCode
 
 GROUP_KEY_TYPE = 0  # FindCoordinator KeyType: a group (1 is a transactional id)
@@ -330,7 +331,8 @@ def _description(g: Any, coordinator: BrokerNode | None) -> GroupDescription:
     members = []
     for x in g.members:
         assignment: list[TopicPartition] = []
-        if g.protocol_type == CONSUMER_PROTOCOL_TYPE:
+        # Empty bytes: a member between JoinGroup and SyncGroup, with nothing assigned yet.
+        if g.protocol_type == CONSUMER_PROTOCOL_TYPE and x.member_assignment:
             try:
                 decoded = decode_assignment(x.member_assignment)
             except DecodeError as exc:
@@ -338,7 +340,7 @@ def _description(g: Any, coordinator: BrokerNode | None) -> GroupDescription:
                     f"DescribeGroups for group {g.group_id!r}: member {x.member_id!r}'s "
                     f"assignment is not a consumer assignment: {exc}"
                 ) from None
-            assignment = [TopicPartition(t, p) for t, p in decoded.topic_partitions()]
+            assignment = sorted(TopicPartition(t, p) for t, p in decoded.partitions)
         members.append(
             MemberDescription(
                 x.member_id,

@@ -1,133 +1,128 @@
-"""Consumers' subscriptions and assignments, read and written as Kafka's ConsumerProtocol does.
+"""The consumer protocol's Subscription and Assignment, byte for byte as Kafka's clients write them.
 
-A member of a group with protocol type "consumer" sends a `ConsumerProtocolSubscription` as its
-JoinGroup metadata and gets a `ConsumerProtocolAssignment` in its SyncGroup answer; the broker
-hands both back in DescribeGroups (MemberMetadata, MemberAssignment). Each is an int16 version
-followed by that version's fields (schemas in `messages/consumer_protocol.py`).
+A consumer joining a group with protocol type "consumer" offers, for each assignor it knows, a
+Subscription (the topics it wants, the partitions it owns, its generation and rack); the leader
+answers each member with an Assignment. On the wire both are an int16 version followed by the
+fields at that version (schemas in `messages/consumer_protocol.py`).
 
-Reading follows Kafka's `ConsumerProtocol.deserializeSubscription/Assignment`: a negative version
-is an error; a version above the highest known is read with the highest known layout (new
-versions may only append fields, so the known prefix is still right); bytes after the fields
-are ignored. An empty assignment (a member still between JoinGroup and SyncGroup, as
-DescribeGroups shows it) is no partitions, as Kafka's admin reads it.
+Written at version 3, the highest Kafka knows, as Kafka's Java client does
+(`ConsumerProtocol.serializeSubscription` / `serializeAssignment`). Read as Kafka reads them: a
+version above the highest known is read with the highest known layout ("new versions cannot
+remove or reorder any of the existing fields"), bytes after the fields are ignored, a negative
+version or bytes too short are a `DecodeError`. Owned and assigned partitions are grouped by topic
+in the order given (the subscription sorts topics and partitions, as Java does).
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from epochlog.protocol.codec import decode_from, encode_into
+from epochlog.protocol.codec import Message, decode_from, encode_into
 from epochlog.protocol.errors import DecodeError
 from epochlog.protocol.messages import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
-CONSUMER_PROTOCOL_TYPE = "consumer"
+PROTOCOL_TYPE = "consumer"
+HIGHEST_VERSION = 3
+NO_GENERATION = -1
+
 _VERSION = struct.Struct(">h")
 
 
 @dataclass(frozen=True, slots=True)
-class Assignment:
-    """The partitions assigned to one consumer, by topic (partitions sorted), and user data."""
+class Subscription:
+    """What a member asks for: topics, and (v1+) the partitions it owns, (v2+) the generation in
+    which it owned them, (v3+) its rack."""
 
-    partitions: dict[str, tuple[int, ...]]
+    topics: tuple[str, ...]
+    owned_partitions: tuple[tuple[str, int], ...] = ()
+    generation_id: int = NO_GENERATION
+    rack_id: str | None = None
     user_data: bytes | None = None
-
-    def topic_partitions(self) -> list[tuple[str, int]]:
-        return [(t, p) for t in sorted(self.partitions) for p in self.partitions[t]]
 
 
 @dataclass(frozen=True, slots=True)
-class Subscription:
-    """A consumer's topics; the partitions it owns (v1+), its generation (v2+), rack (v3+)."""
+class Assignment:
+    """What the leader gives a member."""
 
-    topics: tuple[str, ...]
+    partitions: tuple[tuple[str, int], ...]
     user_data: bytes | None = None
-    owned_partitions: dict[str, tuple[int, ...]] | None = None
-    generation_id: int = -1
-    rack_id: str | None = None
 
 
-def _read_version(what: str, data: bytes | bytearray | memoryview) -> int:
-    if len(data) < _VERSION.size:
-        raise DecodeError(what, None, None, f"{len(data)} bytes, too short for a version")
-    (version,) = _VERSION.unpack_from(data, 0)
-    if version < 0:
-        raise DecodeError(what, version, None, "negative version")
-    return version
+def _grouped(
+    cls: type[Message], partitions: Iterable[tuple[str, int]], *, sort: bool
+) -> list[Message]:
+    items = sorted(partitions) if sort else list(partitions)
+    groups: list[Message] = []
+    for topic, partition in items:
+        if not groups or groups[-1].topic != topic:
+            groups.append(cls(topic=topic, partitions=[]))
+        groups[-1].partitions.append(partition)
+    return groups
 
 
-def _decode(cls: type, data: bytes | bytearray | memoryview) -> tuple[int, object]:
-    """(the version written, the message read at the highest layout we know for it)."""
-    schema = cls.SCHEMA  # type: ignore[attr-defined]
-    written = _read_version(schema.name, data)
-    version = min(written, max(schema.valid))
-    message, _ = decode_from(cls, data, version, _VERSION.size)
-    return written, message
+def _flatten(groups: Iterable[Message]) -> tuple[tuple[str, int], ...]:
+    return tuple((g.topic, p) for g in groups for p in g.partitions)
 
 
-def _by_topic(entries: Iterable[object]) -> dict[str, tuple[int, ...]]:
-    out: dict[str, set[int]] = {}
-    for entry in entries:
-        out.setdefault(entry.topic, set()).update(entry.partitions)  # type: ignore[attr-defined]
-    return {t: tuple(sorted(ps)) for t, ps in out.items()}
-
-
-def decode_assignment(data: bytes | bytearray | memoryview | None) -> Assignment:
-    """A member's assignment as DescribeGroups or SyncGroup carries it; empty bytes (or None)
-    is no assignment. Raises DecodeError for bytes that are not a consumer assignment."""
-    if not data:
-        return Assignment({})
-    _, message = _decode(ConsumerProtocolAssignment, data)
-    return Assignment(
-        _by_topic(message.assigned_partitions),  # type: ignore[attr-defined]
-        message.user_data,  # type: ignore[attr-defined]
-    )
-
-
-def encode_assignment(
-    partitions: Mapping[str, Iterable[int]], user_data: bytes | None = None, version: int = 3
-) -> bytes:
-    """An assignment's bytes; version 3 as Kafka's Java client writes it (every version has one
-    layout)."""
-    message = ConsumerProtocolAssignment(
-        assigned_partitions=[
-            ConsumerProtocolAssignment.TopicPartition(topic=t, partitions=sorted(ps))
-            for t, ps in sorted(partitions.items())
-        ],
-        user_data=user_data,
-    )
+def _prefixed(message: Message, version: int) -> bytes:
     out = bytearray(_VERSION.pack(version))
     encode_into(message, version, out)
     return bytes(out)
 
 
-def decode_subscription(data: bytes | bytearray | memoryview) -> Subscription:
-    """A member's JoinGroup metadata under the consumer protocol."""
-    written, message = _decode(ConsumerProtocolSubscription, data)
-    owned = message.owned_partitions if written >= 1 else None  # type: ignore[attr-defined]
-    return Subscription(
-        tuple(message.topics),  # type: ignore[attr-defined]
-        message.user_data,  # type: ignore[attr-defined]
-        None if owned is None else _by_topic(owned),
-        message.generation_id if written >= 2 else -1,  # type: ignore[attr-defined]
-        message.rack_id if written >= 3 else None,  # type: ignore[attr-defined]
-    )
+def _read(cls: type[Message], data: bytes | bytearray | memoryview) -> tuple[Message, int]:
+    name = cls.SCHEMA.name
+    if len(data) < _VERSION.size:
+        raise DecodeError(name, None, None, f"{len(data)} bytes, too short for a version")
+    (version,) = _VERSION.unpack_from(data, 0)
+    if version < 0:
+        raise DecodeError(name, version, None, "negative version")
+    version = min(version, HIGHEST_VERSION)
+    message, _ = decode_from(cls, data, version, _VERSION.size)
+    return message, version
 
 
-def encode_subscription(subscription: Subscription, version: int = 3) -> bytes:
-    """A subscription's bytes at `version` (fields the version lacks must be at their default)."""
-    owned = subscription.owned_partitions or {}
-    message = ConsumerProtocolSubscription(
-        topics=list(subscription.topics),
+def encode_subscription(subscription: Subscription, version: int = HIGHEST_VERSION) -> bytes:
+    data = ConsumerProtocolSubscription(
+        topics=sorted(subscription.topics),
         user_data=subscription.user_data,
-        owned_partitions=[
-            ConsumerProtocolSubscription.TopicPartition(topic=t, partitions=list(ps))
-            for t, ps in sorted(owned.items())
-        ],
+        owned_partitions=_grouped(
+            ConsumerProtocolSubscription.TopicPartition, subscription.owned_partitions, sort=True
+        ),
         generation_id=subscription.generation_id,
         rack_id=subscription.rack_id,
     )
-    out = bytearray(_VERSION.pack(version))
-    encode_into(message, version, out)
-    return bytes(out)
+    if version < 1:
+        data.owned_partitions = []
+    return _prefixed(data, version)
+
+
+def decode_subscription(data: bytes | bytearray | memoryview) -> Subscription:
+    message, version = _read(ConsumerProtocolSubscription, data)
+    return Subscription(
+        topics=tuple(message.topics),
+        owned_partitions=_flatten(message.owned_partitions) if version >= 1 else (),
+        generation_id=message.generation_id if version >= 2 else NO_GENERATION,
+        rack_id=(message.rack_id or None) if version >= 3 else None,
+        user_data=None if message.user_data is None else bytes(message.user_data),
+    )
+
+
+def encode_assignment(assignment: Assignment, version: int = HIGHEST_VERSION) -> bytes:
+    data = ConsumerProtocolAssignment(
+        assigned_partitions=_grouped(
+            ConsumerProtocolAssignment.TopicPartition, assignment.partitions, sort=False
+        ),
+        user_data=assignment.user_data,
+    )
+    return _prefixed(data, version)
+
+
+def decode_assignment(data: bytes | bytearray | memoryview) -> Assignment:
+    message, _ = _read(ConsumerProtocolAssignment, data)
+    return Assignment(
+        partitions=_flatten(message.assigned_partitions),
+        user_data=None if message.user_data is None else bytes(message.user_data),
+    )

@@ -23,7 +23,7 @@ from epochlog.client.group_admin_protocol import (
 )
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import APIS, ApiKey, decode_request, encode_response
-from epochlog.protocol.consumer_protocol import encode_assignment
+from epochlog.protocol.consumer_protocol import Assignment, encode_assignment
 from epochlog.protocol.errors import ErrorCode
 
 E = ErrorCode
@@ -162,7 +162,7 @@ class ScriptedCluster:
                     client_id="app",
                     client_host="/10.0.0.7",
                     member_metadata=b"",
-                    member_assignment=encode_assignment({"t": [1, 0]}),
+                    member_assignment=encode_assignment(Assignment((("t", 1), ("t", 0)))),
                 )
             ]
             groups.append(

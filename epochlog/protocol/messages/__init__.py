@@ -105,6 +105,6 @@ OffsetCommitValue = message_class(group_records.OFFSET_COMMIT_VALUE)
 GroupMetadataKey = message_class(group_records.GROUP_METADATA_KEY)
 GroupMetadataValue = message_class(group_records.GROUP_METADATA_VALUE)
 
-# The consumer protocol inside JoinGroup metadata and SyncGroup assignments (data schemas).
+# The consumer protocol's JoinGroup and SyncGroup metadata (data schemas, no API key).
 ConsumerProtocolSubscription = message_class(consumer_protocol.SUBSCRIPTION)
 ConsumerProtocolAssignment = message_class(consumer_protocol.ASSIGNMENT)

@@ -1,15 +1,20 @@
-"""The consumer protocol: what consumers put in JoinGroup metadata and SyncGroup assignments.
+"""The consumer protocol's member metadata: what a consumer puts in JoinGroup and SyncGroup.
 
-Kafka's `"type": "data"` schemas `ConsumerProtocolSubscription` and `ConsumerProtocolAssignment`
-(apache/kafka 3.9 `clients/src/main/resources/common/message/`, the same JSON as kafka-python
-3.0.12's bundled copy). The broker never reads them past the subscription's topics; admin tools
-decode them to show members' assignments. Both are written version-prefixed (int16, then the
-fields) and are never flexible.
+Transcribed from Kafka's `clients/src/main/resources/common/message/` files
+`ConsumerProtocolSubscription.json` and `ConsumerProtocolAssignment.json` (apache/kafka branch 3.9,
+commit c821449f; unchanged on trunk of 2024-10-25). These are `"type": "data"` schemas: no
+API key, no header. A consumer in a group with protocol type "consumer" sends a Subscription as
+the metadata of each assignor it offers in JoinGroup; the leader sends each member an
+Assignment in SyncGroup. Both are version-prefixed (an int16, then the fields), never flexible.
 
-Subscription: v0 Topics and UserData; v1 adds OwnedPartitions (cooperative rebalancing), v2
-GenerationId, v3 RackId. Assignment: the same layout at every version 0-3 (versions 1-3 exist
-only to follow the subscription's). Kafka reads a newer version with the highest layout it knows
-(new versions may only append fields); see `epochlog.protocol.consumer_protocol`.
+Subscription: v0 Topics and UserData; v1 adds OwnedPartitions (KIP-429, cooperative
+rebalancing); v2 GenerationId (so a leader can tell stale owned partitions, KAFKA-12984); v3
+RackId (KIP-881, rack-aware assignment). Assignment: v0 AssignedPartitions and UserData; its
+versions 1-3 only keep pace with the Subscription's and add nothing.
+
+`Topic` in the partition lists is a map key in Kafka's JSON; that only shapes Kafka's Java
+collection, not the bytes, so it is a plain array here. `epochlog.protocol.consumer_protocol`
+encodes and decodes whole version-prefixed values.
 """
 
 from epochlog.protocol.schema import F, message
