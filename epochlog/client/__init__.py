@@ -41,8 +41,8 @@ if TYPE_CHECKING:
         GroupDescription,
         GroupListing,
         MemberDescription,
-        OffsetAndMetadata,
     )
+    from epochlog.client.group_offsets import OffsetAndMetadata
     from epochlog.client.metadata import BrokerNode, ClusterMetadata, PartitionInfo, TopicPartition
     from epochlog.client.partitioner import murmur2, partition_for_key
     from epochlog.client.producer import AsyncProducer, RecordMetadata
@@ -78,7 +78,7 @@ _EXPORTS: dict[str, str] = {
     "NewTopic": "epochlog.client.admin",
     "NoOffsetForPartitionError": "epochlog.client.errors",
     "NodeNotReadyError": "epochlog.client.errors",
-    "OffsetAndMetadata": "epochlog.client.group_admin_protocol",
+    "OffsetAndMetadata": "epochlog.client.group_offsets",
     "OffsetAndTimestamp": "epochlog.client.consumer",
     "OffsetOutOfRangeError": "epochlog.client.errors",
     "PartitionInfo": "epochlog.client.metadata",

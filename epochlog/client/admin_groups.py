@@ -48,9 +48,9 @@ from epochlog.client.group_admin_protocol import (
     GroupDescription,
     GroupListing,
     GroupReply,
-    OffsetAndMetadata,
     coordinator_error_action,
 )
+from epochlog.client.group_offsets import OffsetAndMetadata
 from epochlog.client.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, list_offsets
 from epochlog.client.metadata import TopicPartition
 from epochlog.client.network import NetworkClient
@@ -206,7 +206,7 @@ class GroupAdminOperations:
             version = conn.version_for(ApiKey.OFFSET_FETCH)
             request = gp.offset_fetch_request(group_id, wanted, version)
             response = await conn.send(request, api_key=ApiKey.OFFSET_FETCH, version=version)
-            return {group_id: gp.read_offset_fetch(response, group_id, wanted, version)}
+            return {group_id: gp.read_offset_fetch(response, wanted, version)}
 
         result = await self._to_coordinators("OffsetFetch", [group_id], send, timeout)
         return _raise_or(result[group_id])
@@ -232,8 +232,9 @@ class GroupAdminOperations:
             return
 
         async def send(conn: BrokerConnection, groups: list[str]) -> dict[str, GroupReply]:
-            request = gp.offset_commit_request(group_id, commits)
-            response = await conn.send(request, api_key=ApiKey.OFFSET_COMMIT)
+            version = conn.version_for(ApiKey.OFFSET_COMMIT)
+            request = gp.offset_commit_request(group_id, commits, version)
+            response = await conn.send(request, api_key=ApiKey.OFFSET_COMMIT, version=version)
             return {group_id: gp.read_offset_commit(response)}
 
         result = await self._to_coordinators("OffsetCommit", [group_id], send, timeout)

@@ -4,8 +4,9 @@ For each group API the admin uses, a function builds the request for a negotiate
 another reads the answer into a `GroupReply` per group: the error that decides what happens next
 (see `coordinator_error_action`), the broker's message, and the value (a `GroupDescription`, the
 committed offsets, ...). Version differences live here: FindCoordinator v4+ batches keys
-(KIP-699), OffsetFetch v8+ names groups (KIP-709) and v2+ may ask for every offset (null
-topics) and carries a group error, ListGroups v4+ filters and reports states (KIP-518).
+(KIP-699), OffsetFetch v2+ may ask for every offset (null topics), ListGroups v4+ filters and
+reports states (KIP-518). OffsetCommit and OffsetFetch for given partitions are the consumer's
+(`group_offsets`), which this module reuses.
 
 Errors at partition level in the offset APIs: a coordinator error on any partition (NOT_COORDINATOR,
 COORDINATOR_LOAD_IN_PROGRESS, ...) is taken as the group's, since it means the request reached
@@ -20,7 +21,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from epochlog.client import group_offsets
 from epochlog.client.errors import ClientError
+from epochlog.client.group_offsets import OffsetAndMetadata
 from epochlog.client.metadata import BrokerNode, TopicPartition
 from epochlog.protocol import messages as m
 from epochlog.protocol.consumer_protocol import PROTOCOL_TYPE as CONSUMER_PROTOCOL_TYPE
@@ -95,13 +98,6 @@ class GroupDescription:
     assignor: str  # the protocol the group chose (range, roundrobin, ...); "" unless Stable
     members: list[MemberDescription]
     coordinator: BrokerNode | None
-
-
-@dataclass(frozen=True)
-class OffsetAndMetadata:
-    offset: int
-    metadata: str = ""
-    leader_epoch: int = -1
 
 
 @dataclass
@@ -189,94 +185,43 @@ def read_delete_groups(response: Any) -> dict[str, GroupReply]:
 
 
 def offset_fetch_request(group: str, wanted: list[TopicPartition] | None, version: int) -> Any:
-    """OffsetFetch for `wanted` (None: every committed offset, v2+)."""
-    if wanted is None and version < FIRST_ALL_TOPICS_OFFSET_FETCH:
+    """OffsetFetch for `wanted` partitions (as the consumer asks, `group_offsets`), or with
+    `wanted` None for every committed offset of the group (null topics, v2+)."""
+    if wanted is not None:
+        return group_offsets.offset_fetch_request(version, group, wanted, require_stable=False)
+    if version < FIRST_ALL_TOPICS_OFFSET_FETCH:
         raise ClientError(
             f"OffsetFetch for group {group!r}: listing every offset needs v2; "
             f"the broker serves v{version}"
         )
     R = m.OffsetFetchRequest
-    by_topic = _by_topic(wanted or [])
     if version >= FIRST_MULTI_GROUP_OFFSET_FETCH:
-        topics = None
-        if wanted is not None:
-            topics = [
-                R.OffsetFetchRequestTopics(name=t, partition_indexes=p) for t, p in by_topic.items()
-            ]
-        return R(groups=[R.OffsetFetchRequestGroup(group_id=group, topics=topics)])
-    old_topics = None
-    if wanted is not None:
-        old_topics = [
-            R.OffsetFetchRequestTopic(name=t, partition_indexes=p) for t, p in by_topic.items()
-        ]
-    return R(group_id=group, topics=old_topics)
+        return R(groups=[R.OffsetFetchRequestGroup(group_id=group, topics=None)])
+    return R(group_id=group, topics=None)
 
 
 def read_offset_fetch(
-    response: Any, group: str, wanted: list[TopicPartition] | None, version: int
+    response: Any, wanted: list[TopicPartition] | None, version: int
 ) -> GroupReply:
     """The committed offsets as {partition: OffsetAndMetadata, or None without one}."""
-    if version >= FIRST_MULTI_GROUP_OFFSET_FETCH:
-        answers = [g for g in response.groups if g.group_id == group]
-        if not answers:
-            return GroupReply(ErrorCode.UNKNOWN_SERVER_ERROR, "the group is not in the answer")
-        group_error, topics = ErrorCode.of(answers[0].error_code), answers[0].topics
-    else:
-        group_error = (
-            ErrorCode.of(response.error_code)
-            if version >= FIRST_ALL_TOPICS_OFFSET_FETCH
-            else ErrorCode.NONE
-        )
-        topics = response.topics
-    if group_error is not ErrorCode.NONE:
-        return GroupReply(group_error)
-    offsets: dict[TopicPartition, OffsetAndMetadata | None] = {}
-    errors: dict[TopicPartition, ErrorCode] = {}
-    for t in topics:
-        for p in t.partitions:
-            tp = TopicPartition(t.name, p.partition_index)
-            errors[tp] = ErrorCode.of(p.error_code)
-            offsets[tp] = (
-                None
-                if p.committed_offset == NO_OFFSET
-                else OffsetAndMetadata(
-                    p.committed_offset, p.metadata or "", p.committed_leader_epoch
-                )
-            )
+    result = group_offsets.offset_fetch_result(version, response)
+    if result.error is not ErrorCode.NONE:
+        return GroupReply(result.error)
+    offsets = dict(result.offsets)
     for tp in wanted or []:
         offsets.setdefault(tp, None)
-    return _partition_reply(errors, offsets)
+    return _partition_reply(result.partition_errors, offsets)
 
 
-def offset_commit_request(group: str, commits: Mapping[TopicPartition, OffsetAndMetadata]) -> Any:
+def offset_commit_request(
+    group: str, commits: Mapping[TopicPartition, OffsetAndMetadata], version: int
+) -> Any:
     """An admin's commit (Kafka's AlterConsumerGroupOffsets): generation -1, no member id."""
-    R = m.OffsetCommitRequest
-    by_topic: dict[str, list[Any]] = {}
-    for tp, o in commits.items():
-        by_topic.setdefault(tp.topic, []).append(
-            R.OffsetCommitRequestPartition(
-                partition_index=tp.partition,
-                committed_offset=o.offset,
-                committed_leader_epoch=o.leader_epoch,
-                committed_metadata=o.metadata,
-            )
-        )
-    return R(
-        group_id=group,
-        generation_id_or_member_epoch=-1,
-        member_id="",
-        group_instance_id=None,
-        topics=[R.OffsetCommitRequestTopic(name=t, partitions=p) for t, p in by_topic.items()],
-    )
+    return group_offsets.offset_commit_request(version, group, -1, "", None, commits)
 
 
 def read_offset_commit(response: Any) -> GroupReply:
-    errors = {
-        TopicPartition(t.name, p.partition_index): ErrorCode.of(p.error_code)
-        for t in response.topics
-        for p in t.partitions
-    }
-    return _partition_reply(errors, None)
+    return _partition_reply(group_offsets.offset_commit_errors(response), None)
 
 
 def offset_delete_request(group: str, partitions: list[TopicPartition]) -> Any:
@@ -315,6 +260,7 @@ def _by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
 
 
 def _partition_reply(errors: Mapping[TopicPartition, ErrorCode], value: Any) -> GroupReply:
+    """The group's reply from its partitions' errors (see the module docstring)."""
     for code in errors.values():
         if coordinator_error_action(code) in (
             CoordinatorAction.RETRY,

@@ -31,7 +31,8 @@ from epochlog.client.consumer import AsyncConsumer, OffsetAndTimestamp
 from epochlog.client.delivery import DeliveryFuture
 from epochlog.client.errors import ClientClosedError, KafkaError
 from epochlog.client.fetch_decoder import ConsumerRecord
-from epochlog.client.group_admin_protocol import GroupDescription, GroupListing, OffsetAndMetadata
+from epochlog.client.group_admin_protocol import GroupDescription, GroupListing
+from epochlog.client.group_offsets import OffsetAndMetadata
 from epochlog.client.metadata import TopicPartition
 from epochlog.client.producer import (
     AsyncProducer,

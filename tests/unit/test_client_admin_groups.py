@@ -13,11 +13,10 @@ from typing import Any
 
 import pytest
 
-from epochlog.client import AsyncAdmin, KafkaError, TopicPartition
+from epochlog.client import AsyncAdmin, KafkaError, OffsetAndMetadata, TopicPartition
 from epochlog.client.group_admin_protocol import (
     CoordinatorAction,
     GroupReply,
-    OffsetAndMetadata,
     coordinator_error_action,
     read_offset_commit,
 )
