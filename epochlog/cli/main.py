@@ -1,4 +1,4 @@
-"""The `epochlog` command: local clusters, brokers, topics, console producer and consumer.
+"""The `epochlog` command: local clusters, brokers, topics, groups, console producer and consumer.
 
 Local-cluster commands (`up`, `down`, `status`, `broker stop|kill|start|bounce ID`) work on the
 cluster directory (`--dir`, default `./.epochlog`). Commands that talk to brokers take
@@ -14,7 +14,7 @@ import sys
 from rich.console import Console
 from rich.logging import RichHandler
 
-from epochlog.cli import controller_cmd
+from epochlog.cli import controller_cmd, groups_cmd
 
 DEFAULT_DIR = ".epochlog"
 
@@ -109,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_proxy_parser(sub)
 
     controller_cmd.add_parser(sub, _add_bootstrap)
+    groups_cmd.add_parser(sub, _add_bootstrap)
 
     demo = sub.add_parser("demo", help="run the demo and print a summary")
     demo.add_argument("--storage", action="store_true", help="the storage crash-recovery demo")
@@ -138,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
             from epochlog.cli import proxy_cmd
 
             return proxy_cmd.run(args, console)
+        if args.command == "groups":
+            return groups_cmd.run(args, console)
         return commands.run(args, console)
     except commands.CommandError as exc:
         Console(stderr=True).print(f"[bold red]error:[/] {exc}")

@@ -38,6 +38,11 @@ if TYPE_CHECKING:
         RequestTimedOutError,
     )
     from epochlog.client.fetch_decoder import ConsumerRecord
+    from epochlog.client.group_admin_protocol import (
+        GroupDescription,
+        GroupListing,
+        MemberDescription,
+    )
     from epochlog.client.group_offsets import OffsetAndMetadata
     from epochlog.client.metadata import BrokerNode, ClusterMetadata, PartitionInfo, TopicPartition
     from epochlog.client.partitioner import murmur2, partition_for_key
@@ -65,8 +70,11 @@ _EXPORTS: dict[str, str] = {
     "Consumer": "epochlog.client.sync",
     "ConsumerRecord": "epochlog.client.fetch_decoder",
     "DeliveryTimeoutError": "epochlog.client.errors",
+    "GroupDescription": "epochlog.client.group_admin_protocol",
+    "GroupListing": "epochlog.client.group_admin_protocol",
     "IncompatibleBrokerError": "epochlog.client.errors",
     "KafkaError": "epochlog.client.errors",
+    "MemberDescription": "epochlog.client.group_admin_protocol",
     "MessageTooLargeError": "epochlog.client.errors",
     "NewTopic": "epochlog.client.admin",
     "NoOffsetForPartitionError": "epochlog.client.errors",
@@ -119,8 +127,11 @@ __all__ = [
     "Consumer",
     "ConsumerRecord",
     "DeliveryTimeoutError",
+    "GroupDescription",
+    "GroupListing",
     "IncompatibleBrokerError",
     "KafkaError",
+    "MemberDescription",
     "MessageTooLargeError",
     "NewTopic",
     "NoOffsetForPartitionError",

@@ -1,4 +1,4 @@
-"""The asyncio admin client: create, delete, list and describe topics; describe the cluster.
+"""The asyncio admin client: topics, the cluster, the controller pin, and consumer groups.
 
 How it works. The admin's network client keeps metadata for all topics. CreateTopics and
 DeleteTopics go to the controller (Metadata's ControllerId); a topic answered NOT_CONTROLLER, or
@@ -8,7 +8,8 @@ the caller. Listing and describing topics read a fresh Metadata response. `descr
 sends DescribeCluster to the least loaded broker and falls back to Metadata for brokers that do
 not serve it (as librdkafka and kafka-python do). `pin_controller`, `unpin_controller` and
 `describe_controller_pin` send epochlog's PinController (KIP-39) to any broker and return the
-`PinStatus` it reports after the change.
+`PinStatus` it reports after the change. Consumer groups and their offsets (list, describe,
+delete; list, alter, delete offsets) and ListOffsets are in `admin_groups`, mixed in here.
 
 The `*_topics` calls return a result per topic (`None` on success, else the `KafkaError`); the
 single-topic forms raise instead.
@@ -22,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from epochlog.client.admin_groups import GroupAdminOperations
 from epochlog.client.config import Role, load_config
 from epochlog.client.errors import ClientError, IncompatibleBrokerError, KafkaError
 from epochlog.client.metadata import BrokerNode, PartitionInfo
@@ -60,7 +62,7 @@ class ClusterDescription:
     brokers: list[BrokerNode]
 
 
-class AsyncAdmin:
+class AsyncAdmin(GroupAdminOperations):
     """An asyncio admin client; see the module docstring."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:

@@ -38,6 +38,7 @@ from epochlog.client.consumer import AsyncConsumer, OffsetAndTimestamp, Rebalanc
 from epochlog.client.delivery import DeliveryFuture
 from epochlog.client.errors import ClientClosedError, KafkaError
 from epochlog.client.fetch_decoder import ConsumerRecord
+from epochlog.client.group_admin_protocol import GroupDescription, GroupListing
 from epochlog.client.group_offsets import OffsetAndMetadata
 from epochlog.client.metadata import TopicPartition
 from epochlog.client.producer import (
@@ -570,6 +571,72 @@ class Admin:
 
     def describe_controller_pin(self, *, timeout: float | None = None) -> PinStatus:
         return self._thread.run(self._admin.describe_controller_pin(timeout=timeout))
+
+    # ---------------------------------------------------------------- consumer groups
+
+    def list_groups(
+        self, states: Iterable[str] | None = None, *, timeout: float | None = None
+    ) -> list[GroupListing]:
+        parts = None if states is None else list(states)
+        return self._thread.run(self._admin.list_groups(parts, timeout=timeout))
+
+    def describe_groups(
+        self, group_ids: Iterable[str], *, timeout: float | None = None
+    ) -> dict[str, GroupDescription]:
+        return self._thread.run(self._admin.describe_groups(list(group_ids), timeout=timeout))
+
+    def delete_groups(
+        self, group_ids: Iterable[str], *, timeout: float | None = None
+    ) -> dict[str, KafkaError | None]:
+        return self._thread.run(self._admin.delete_groups(list(group_ids), timeout=timeout))
+
+    def delete_group(self, group_id: str, *, timeout: float | None = None) -> None:
+        self._thread.run(self._admin.delete_group(group_id, timeout=timeout))
+
+    def list_group_offsets(
+        self,
+        group_id: str,
+        partitions: Iterable[tuple[str, int]] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        parts = None if partitions is None else list(partitions)
+        return self._thread.run(self._admin.list_group_offsets(group_id, parts, timeout=timeout))
+
+    def alter_group_offsets(
+        self,
+        group_id: str,
+        offsets: Mapping[tuple[str, int], int | OffsetAndMetadata],
+        *,
+        timeout: float | None = None,
+    ) -> None:
+        self._thread.run(self._admin.alter_group_offsets(group_id, dict(offsets), timeout=timeout))
+
+    def delete_group_offsets(
+        self,
+        group_id: str,
+        partitions: Iterable[tuple[str, int]],
+        *,
+        timeout: float | None = None,
+    ) -> None:
+        self._thread.run(
+            self._admin.delete_group_offsets(group_id, list(partitions), timeout=timeout)
+        )
+
+    def list_offsets(
+        self, query: Mapping[tuple[str, int], int], *, timeout: float | None = None
+    ) -> dict[TopicPartition, OffsetAndTimestamp]:
+        return self._thread.run(self._admin.list_offsets(dict(query), timeout=timeout))
+
+    def log_end_offsets(
+        self, partitions: Iterable[tuple[str, int]], *, timeout: float | None = None
+    ) -> dict[TopicPartition, int]:
+        return self._thread.run(self._admin.log_end_offsets(list(partitions), timeout=timeout))
+
+    def log_start_offsets(
+        self, partitions: Iterable[tuple[str, int]], *, timeout: float | None = None
+    ) -> dict[TopicPartition, int]:
+        return self._thread.run(self._admin.log_start_offsets(list(partitions), timeout=timeout))
 
     def close(self) -> None:
         if self._thread.loop.is_closed():

@@ -20,11 +20,12 @@ closed at once (KIP-1102: older clients get their connections closed, not an err
 read); the others stay open until their next request, which the table above handles. Requests
 already forwarded before the switch are answered normally.
 
-Responses: Metadata and DescribeCluster list broker addresses; `rewrite_metadata` and
-`rewrite_describe_cluster` replace each broker's host and port with the proxy's listener for that
-node id, so a client only ever sees the proxy. (FindCoordinator would need the same once consumer
-groups exist; the brokers do not serve it yet.) `rebootstrap_required_response` is the body the
-proxy answers itself: no brokers, no topics, ErrorCode 129.
+Responses: Metadata, DescribeCluster and FindCoordinator carry broker addresses;
+`rewrite_metadata`, `rewrite_describe_cluster` and `rewrite_find_coordinator` replace each
+broker's host and port with the proxy's listener for that node id, so a client only ever sees the
+proxy, its group coordinator included (FindCoordinator v0-3 name one coordinator, v4+ one per
+key; an answer with an error names no broker and is left alone). `rebootstrap_required_response`
+is the body the proxy answers itself: no brokers, no topics, ErrorCode 129.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ from epochlog.protocol.api import ApiKey
 from epochlog.protocol.errors import ErrorCode
 
 REBOOTSTRAP_MIN_METADATA_VERSION = 13
-REWRITTEN_APIS = frozenset({ApiKey.METADATA, ApiKey.DESCRIBE_CLUSTER})
+REWRITTEN_APIS = frozenset({ApiKey.METADATA, ApiKey.DESCRIBE_CLUSTER, ApiKey.FIND_COORDINATOR})
+FIRST_BATCHED_FIND_COORDINATOR = 4  # KIP-699: Coordinators, one per key
 
 
 class Action(enum.Enum):
@@ -110,4 +112,28 @@ def rewrite_describe_cluster(response: Any, advertise: Advertise) -> dict[int, t
     for broker in response.brokers:
         upstream[broker.broker_id] = (broker.host, broker.port)
         broker.host, broker.port = advertise(broker.broker_id)
+    return upstream
+
+
+def find_coordinator_nodes(response: Any, version: int) -> list[int]:
+    """The node ids a FindCoordinator response names (none for keys answered with an error)."""
+    if version >= FIRST_BATCHED_FIND_COORDINATOR:
+        return [c.node_id for c in response.coordinators if c.error_code == 0 and c.node_id >= 0]
+    return [response.node_id] if response.error_code == 0 and response.node_id >= 0 else []
+
+
+def rewrite_find_coordinator(
+    response: Any, version: int, advertise: Advertise
+) -> dict[int, tuple[str, int]]:
+    """Point the coordinator(s) of a FindCoordinator response at the proxy, in place; returns
+    the upstream addresses it named, by node id."""
+    upstream = {}
+    if version >= FIRST_BATCHED_FIND_COORDINATOR:
+        for c in response.coordinators:
+            if c.error_code == 0 and c.node_id >= 0:
+                upstream[c.node_id] = (c.host, c.port)
+                c.host, c.port = advertise(c.node_id)
+    elif response.error_code == 0 and response.node_id >= 0:
+        upstream[response.node_id] = (response.host, response.port)
+        response.host, response.port = advertise(response.node_id)
     return upstream

@@ -4,11 +4,12 @@ Layout: one listen port per upstream broker. `--listen HOST:PORT` is the bootstr
 connection there is paired with any reachable upstream broker. Every node id the upstream's
 metadata names gets a listener of its own on the same host (an ephemeral port chosen the first
 time the node id appears and kept for the proxy's life, so a node id keeps its address across
-switches); a connection there is paired with that broker. Metadata and DescribeCluster responses
-are rewritten to list those listeners (`policy`), so clients see only the proxy, and requests
-reach the partition leaders they were meant for without the proxy ever parsing partitions. (The
-alternative, one port for everything and routing each request by partition leader, would have to
-split and merge Produce and Fetch requests; a port per broker needs none of that.)
+switches); a connection there is paired with that broker. Metadata, DescribeCluster and
+FindCoordinator responses are rewritten to list those listeners (`policy`), so clients see only
+the proxy (group coordinators included), and requests reach the partition leaders and
+coordinators they were meant for without the proxy ever parsing partitions. (The alternative,
+one port for everything and routing each request by partition leader, would have to split and
+merge Produce and Fetch requests; a port per broker needs none of that.)
 
 Each client connection is paired with one upstream connection: requests are read whole (size
 prefix, header), decided on by `policy.decide_request`, and forwarded byte for byte; responses
@@ -55,8 +56,10 @@ from epochlog.proxy.policy import (
     ConnectionView,
     close_at_switch,
     decide_request,
+    find_coordinator_nodes,
     rebootstrap_required_response,
     rewrite_describe_cluster,
+    rewrite_find_coordinator,
     rewrite_metadata,
 )
 
@@ -416,8 +419,16 @@ class ProxyServer:
             session.close()
 
     async def rewrite(self, session: Session, api_key: int, version: int, frame: bytes) -> bytes:
-        """A Metadata or DescribeCluster response frame with the proxy's addresses."""
+        """A Metadata, DescribeCluster or FindCoordinator response frame with the proxy's
+        addresses."""
         correlation_id, body = decode_response(api_key, version, frame)
+        if api_key == ApiKey.FIND_COORDINATOR:
+            await self._ensure_listeners(find_coordinator_nodes(body, version))
+            named = rewrite_find_coordinator(body, version, self.advertise)
+            if session.view.generation == self.generation:
+                for node_id, address in named.items():  # a coordinator newer than our metadata
+                    self.upstream.brokers.setdefault(node_id, address)
+            return encode_response(api_key, version, correlation_id, body)
         if api_key == ApiKey.METADATA:
             node_ids = [b.node_id for b in body.brokers]
         else:

@@ -149,9 +149,7 @@ def test_kill_9_of_the_coordinator_loses_no_acknowledged_commit(tmp_path) -> Non
 
 
 @pytest.mark.parametrize("members", [2])
-def test_a_controlled_shutdown_moves_the_coordinator_without_a_rebalance(
-    tmp_path, members
-) -> None:
+def test_a_controlled_shutdown_moves_the_coordinator_without_a_rebalance(tmp_path, members) -> None:
     cluster = start(tmp_path)
     try:
         fill(cluster, "events")

@@ -14,8 +14,10 @@ from epochlog.proxy.policy import (
     ConnectionView,
     close_at_switch,
     decide_request,
+    find_coordinator_nodes,
     rebootstrap_required_response,
     rewrite_describe_cluster,
+    rewrite_find_coordinator,
     rewrite_metadata,
 )
 from epochlog.proxy.server import ProxyError, parse_servers, produce_expects_response
@@ -78,6 +80,54 @@ def test_metadata_and_describe_cluster_are_pointed_at_the_proxy() -> None:
         2: ("10.0.0.2", 9093)
     }
     assert (described.brokers[0].host, described.brokers[0].port) == ("proxy", 7002)
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+def test_a_single_find_coordinator_answer_is_pointed_at_the_proxy(version: int) -> None:
+    R = m.FindCoordinatorResponse
+    found = R(error_code=0, node_id=2, host="10.0.0.2", port=9093)
+    assert find_coordinator_nodes(found, version) == [2]
+    assert rewrite_find_coordinator(found, version, lambda n: ("proxy", 7000 + n)) == {
+        2: ("10.0.0.2", 9093)
+    }
+    _, decoded = decode_response(
+        ApiKey.FIND_COORDINATOR,
+        version,
+        encode_response(ApiKey.FIND_COORDINATOR, version, 7, found)[4:],
+    )
+    assert (decoded.node_id, decoded.host, decoded.port) == (2, "proxy", 7002)
+    failed = R(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, node_id=-1, host="", port=-1)
+    assert find_coordinator_nodes(failed, version) == []
+    assert rewrite_find_coordinator(failed, version, lambda n: ("proxy", 7000 + n)) == {}
+    assert (failed.host, failed.port) == ("", -1)
+
+
+@pytest.mark.parametrize("version", [4, 5, 6])
+def test_batched_find_coordinator_answers_are_pointed_at_the_proxy_key_by_key(
+    version: int,
+) -> None:
+    R = m.FindCoordinatorResponse
+    found = R(
+        coordinators=[
+            R.Coordinator(key="a", node_id=1, host="10.0.0.1", port=9092, error_code=0),
+            R.Coordinator(
+                key="b",
+                node_id=-1,
+                host="",
+                port=-1,
+                error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+            ),
+            R.Coordinator(key="c", node_id=3, host="10.0.0.3", port=9094, error_code=0),
+        ]
+    )
+    assert find_coordinator_nodes(found, version) == [1, 3]
+    upstream = rewrite_find_coordinator(found, version, lambda n: ("proxy", 7000 + n))
+    assert upstream == {1: ("10.0.0.1", 9092), 3: ("10.0.0.3", 9094)}
+    assert [(c.key, c.host, c.port) for c in found.coordinators] == [
+        ("a", "proxy", 7001),
+        ("b", "", -1),
+        ("c", "proxy", 7003),
+    ]
 
 
 @pytest.mark.parametrize("version", [3, 8, 9, 11])

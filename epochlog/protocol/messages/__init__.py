@@ -2,9 +2,9 @@
 
 Each class has snake_case attributes for the fields of every version, nested struct classes as
 attributes (`FetchRequest.FetchTopic`), `obj.encode(version)` and `Cls.decode(data, version)`.
-The APIs we serve are those in `epochlog.protocol.api.APIS`; the classic consumer-group APIs
-below are declared ahead of the group coordinator and not served yet. The `__consumer_offsets`
-record keys and values are data classes without an API (see `epochlog.protocol.consumer_offsets`).
+The APIs we serve are those in `epochlog.protocol.api.APIS`. The `__consumer_offsets` record keys
+and values (see `epochlog.protocol.consumer_offsets`) and the consumer protocol's subscription and
+assignment (see `epochlog.protocol.consumer_protocol`) are data classes without an API.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ DescribeClusterResponse = message_class(describe_cluster.RESPONSE)
 PinControllerRequest = message_class(pin_controller.REQUEST)
 PinControllerResponse = message_class(pin_controller.RESPONSE)
 
-# Classic consumer groups (issue 15): declared, not served yet.
+# Classic consumer groups (issue 15), served by the group coordinator.
 OffsetCommitRequest = message_class(offset_commit.REQUEST)
 OffsetCommitResponse = message_class(offset_commit.RESPONSE)
 OffsetFetchRequest = message_class(offset_fetch.REQUEST)
