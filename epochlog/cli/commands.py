@@ -364,14 +364,19 @@ def cmd_consume(args: argparse.Namespace, console: Console) -> int:
         description = admin.describe_topics([args.topic]).get(args.topic)
     if description is None:
         raise CommandError(f"topic {args.topic!r} does not exist")
-    config = {
+    config: dict[str, object] = {
         "bootstrap.servers": bootstrap,
         "auto.offset.reset": "earliest" if args.from_beginning else "latest",
     }
+    if args.group:  # kafka-console-consumer's --group: a member that commits as it reads
+        config.update({"group.id": args.group, "enable.auto.commit": True})
     seen = 0
     idle_since = time.monotonic()
     with Consumer(config) as consumer:
-        consumer.assign([(args.topic, p.partition) for p in description.partitions])
+        if args.group:
+            consumer.subscribe([args.topic])
+        else:
+            consumer.assign([(args.topic, p.partition) for p in description.partitions])
         while args.max_messages is None or seen < args.max_messages:
             records = consumer.poll(0.5)
             if not records:

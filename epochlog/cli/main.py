@@ -102,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     consume.add_argument("--max-messages", type=int)
     consume.add_argument("--timeout-ms", type=int, help="exit after this long without records")
     consume.add_argument("--print-key", action="store_true")
+    consume.add_argument(
+        "--group", help="consume as a member of this group (subscribe), committing what it read"
+    )
     _add_bootstrap(consume)
 
     from epochlog.cli.proxy_cmd import add_proxy_parser

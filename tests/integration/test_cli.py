@@ -171,6 +171,26 @@ def test_a_local_cluster_from_the_command_line(cluster_dir) -> None:
     ).stdout
     assert len(consumed.splitlines()) == 50
 
+    # As a group member (kafka-console-consumer's --group): it commits what it read, so a second
+    # run of the same group reads nothing again.
+    def consume_as_group() -> list[str]:
+        return epochlog(
+            "consume",
+            "events",
+            "--group",
+            "console",
+            "--from-beginning",
+            "--timeout-ms",
+            "5000",
+            "--dir",
+            cluster_dir,
+        ).stdout.splitlines()
+
+    assert len(consume_as_group()) == 50
+    assert consume_as_group() == []
+    described = epochlog("groups", "describe", "console", "--json", "--dir", cluster_dir).stdout
+    assert '"console"' in described
+
     epochlog("topics", "delete", "--topic", "events", "--dir", cluster_dir)
     assert "events" not in epochlog("topics", "list", "--dir", cluster_dir).stdout
     down = epochlog("down", "--dir", cluster_dir)
