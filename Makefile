@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup system-deps test test-slow lint bench bench-throughput bench-client bench-controller-moves bench-spark bench-compaction demo clean
+.PHONY: setup system-deps test test-slow test-kafka-python lint bench bench-groups bench-throughput bench-client bench-controller-moves bench-spark bench-compaction demo clean
 
 setup: $(STAMP) system-deps
 
@@ -33,6 +33,10 @@ test: setup lint
 test-slow: setup
 	$(PY) -m pytest -m slow
 
+# kafka-python's own integration tests (its sdist, downloaded into .epochlog/) against a local cluster.
+test-kafka-python: setup system-deps
+	$(PY) tests/external/kafka_python_suite.py
+
 bench: setup
 	$(PY) bench/codec.py
 
@@ -41,6 +45,9 @@ bench-throughput: setup
 
 bench-spark: setup
 	$(PY) bench/spark.py
+
+bench-groups: setup system-deps
+	$(PY) bench/groups.py
 
 bench-controller-moves: setup
 	$(PY) bench/controller_moves.py
