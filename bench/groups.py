@@ -70,6 +70,10 @@ DELAY_MS = 3000  # group.initial.rebalance.delay.ms: the mock's built-in value, 
 OFFSETS_PARTITIONS = 50
 CONNECTIONS = 8
 WINDOW = 16
+# A broker answers a connection's requests one at a time (as Kafka does), so the commit rate also
+# depends on how many clients commit at once: 32 members committing synchronously is the other
+# shape measured.
+MEMBERS_COMMITTING = (32, 1)
 FAILOVER_GIVE_UP_S = 60
 RETRIABLE = {14, 15, 16}  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
 console = Console(width=160)
@@ -174,11 +178,16 @@ def commit_request(group: str, partition: int, offset: int) -> Any:
 
 
 async def pipelined_commits(
-    host: str, port: int, requests: list[Any], on_done: Callable[[int], None] | None = None
+    host: str,
+    port: int,
+    requests: list[Any],
+    on_done: Callable[[int], None] | None = None,
+    shape: tuple[int, int] = (CONNECTIONS, WINDOW),
 ) -> float:
-    """Send every request over CONNECTIONS connections with WINDOW in flight on each; seconds."""
+    """Send every request over `shape` = (connections, in flight on each); seconds."""
+    connections, window = shape
     conns = [
-        BrokerConnection(host, port, client_id=f"bench-commit-{i}") for i in range(CONNECTIONS)
+        BrokerConnection(host, port, client_id=f"bench-commit-{i}") for i in range(connections)
     ]
     await asyncio.gather(*(c.connect() for c in conns))
     queue = iter(requests)
@@ -203,7 +212,7 @@ async def pipelined_commits(
 
     start = time.perf_counter()
     try:
-        await asyncio.gather(*(worker(c) for c in conns for _ in range(WINDOW)))
+        await asyncio.gather(*(worker(c) for c in conns for _ in range(window)))
     finally:
         await asyncio.gather(*(c.close() for c in conns))
     return time.perf_counter() - start
@@ -225,6 +234,7 @@ def commits_per_second(
     count: int,
     pids_by_port: dict[int, int],
     profile: Path | None = None,
+    shape: tuple[int, int] = (CONNECTIONS, WINDOW),
 ) -> tuple[float, float, float]:
     """Commits/s, and the cores used meanwhile by the coordinator and by all the servers."""
 
@@ -237,7 +247,7 @@ def commits_per_second(
         spy = PySpy(coordinator[0], profile) if profile and coordinator else None
         all_pids = sorted(set(pids_by_port.values()))  # the mock: one process, 3 ports
         before = cpu_seconds(coordinator), cpu_seconds(all_pids)
-        elapsed = await pipelined_commits(host, port, requests)
+        elapsed = await pipelined_commits(host, port, requests, shape=shape)
         after = cpu_seconds(coordinator), cpu_seconds(all_pids)
         if spy is not None:
             spy.stop()
@@ -492,6 +502,7 @@ def main() -> None:
 
     joins: dict[str, list[float]] = {"epochlog": [], "mock": []}
     rates: dict[str, list[float]] = {"epochlog": [], "mock": []}
+    member_rates: dict[str, list[float]] = {"epochlog": [], "mock": []}
     cores: dict[str, list[tuple[float, float]]] = {"epochlog": [], "mock": []}
     with tempfile.TemporaryDirectory(prefix="epochlog-bench-groups-") as tmp:
         cluster = LocalCluster(
@@ -540,6 +551,18 @@ def main() -> None:
                     if profile is not None and profile.exists():
                         print_hotspots(profile)
                     log(f"(b) round {round_ + 1}: {name} {rate:,.0f} commits/s")
+                    members_rate, _, _ = commits_per_second(
+                        target,
+                        f"bench-commit-members-{round_}",
+                        args.commits,
+                        pids,
+                        shape=MEMBERS_COMMITTING,
+                    )
+                    member_rates[name].append(members_rate)
+                    log(
+                        f"(b) round {round_ + 1}: {name} {members_rate:,.0f} commits/s from "
+                        f"{MEMBERS_COMMITTING[0]} members committing synchronously"
+                    )
         finally:
             mock.send_signal(signal.SIGTERM)
             mock.wait()
@@ -578,6 +601,17 @@ def main() -> None:
         f"{rate_e / rate_m:.2f}x",
         ">= 5,000",
         met(rate_e >= 5000),
+    )
+    members_e = statistics.median(member_rates["epochlog"])
+    members_m = statistics.median(member_rates["mock"])
+    table.add_row(
+        f"(b) OffsetCommits/s on one coordinator ({MEMBERS_COMMITTING[0]} members committing "
+        "synchronously)",
+        f"{members_e:,.0f}",
+        f"{members_m:,.0f}",
+        f"{members_e / members_m:.2f}x",
+        ">= 5,000",
+        met(members_e >= 5000),
     )
     core_e = cores["epochlog"][rates["epochlog"].index(rate_e)]
     core_m = cores["mock"][rates["mock"].index(rate_m)]

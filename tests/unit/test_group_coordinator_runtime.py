@@ -44,8 +44,10 @@ class MemoryPartitions:
         self.fail: E | None = None  # set by tests
         self.read_gate = asyncio.Event()
         self.read_gate.set()
+        self.appends = 0
 
     async def append(self, partition: int, records: Sequence[EncodedRecord]) -> None:
+        self.appends += 1
         await self.gate.wait()  # "waiting for the followers"
         if self.fail is not None:
             raise CoordinatorError(self.fail)
@@ -205,5 +207,53 @@ def test_resigning_answers_waiting_members_not_coordinator() -> None:
         with pytest.raises(CoordinatorError) as err:
             await waiting
         assert err.value.error is E.NOT_COORDINATOR
+
+    asyncio.run(scenario())
+
+
+def test_commits_arriving_during_an_append_go_out_together_in_order() -> None:
+    async def scenario() -> None:
+        parts = MemoryPartitions()
+        rt = await loaded_runtime(parts)
+        parts.gate.clear()  # the first append waits for its replicas
+
+        def commit_task(offset: int) -> asyncio.Task[object]:
+            return asyncio.create_task(
+                rt.call(GROUP, lambda shard, now: shard.commit_offsets(commit(offset), now))
+            )
+
+        tasks = [commit_task(1)]
+        await asyncio.sleep(0.05)
+        tasks += [commit_task(o) for o in range(2, 21)]
+        await asyncio.sleep(0.05)
+        assert parts.appends == 1  # the 19 others queue behind the one in flight
+        parts.gate.set()
+        await asyncio.gather(*tasks)
+        assert parts.appends == 2  # ... and went out as one batch
+        assert rt.read(GROUP, lambda shard: shard.fetch_offsets(GROUP, None))[0].offset == 20
+
+    asyncio.run(scenario())
+
+
+def test_a_load_that_fails_is_tried_again_until_it_works() -> None:
+    async def scenario() -> None:
+        parts = MemoryPartitions()
+        first = await loaded_runtime(parts)
+        await first.call(GROUP, lambda shard, now: shard.commit_offsets(commit(5), now))
+        failures = [OSError("the log moved")]
+        read = parts.read
+
+        async def flaky_read(partition: int) -> AsyncIterator[EncodedRecord]:
+            if failures:
+                raise failures.pop()
+            async for record in read(partition):
+                yield record
+
+        parts.read = flaky_read  # type: ignore[method-assign]
+        second = runtime(parts)
+        second.elected(second.partition_of(GROUP))
+        await asyncio.sleep(0.5)
+        fetched = second.read(GROUP, lambda shard: shard.fetch_offsets(GROUP, None))
+        assert [f.offset for f in fetched] == [5]
 
     asyncio.run(scenario())

@@ -25,6 +25,7 @@ import asyncio
 import itertools
 import logging
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
@@ -91,12 +92,22 @@ def partition_for_group(group_id: str, partitions: int) -> int:
     return (0 if h == -(2**31) else abs(h)) % partitions
 
 
+LOAD_RETRY_BACKOFF_S = 0.2
+LOAD_RETRY_MAX_BACKOFF_S = 5.0
+# Records of calls waiting while an append is in flight go out together in the next one, up to
+# this many bytes (one batch, well under message.max.bytes).
+MAX_COALESCED_BYTES = 512 * 1024
+
+
 @dataclass
 class _Partition:
     shard: GroupCoordinatorShard
     loaded: bool = False
     timers: dict[TimerKey, asyncio.TimerHandle] = field(default_factory=dict)
     load_task: asyncio.Task[None] | None = None
+    # Appends waiting for the one in flight: (records, future completed when they are committed)
+    queued: deque[tuple[list[EncodedRecord], asyncio.Future[None]]] = field(default_factory=deque)
+    appending: bool = False
 
 
 class GroupCoordinatorRuntime:
@@ -155,19 +166,33 @@ class GroupCoordinatorRuntime:
             self.resigned(partition)
 
     async def _load(self, partition: int, owned: _Partition) -> None:
+        """Replay the partition into the shard; a read that fails (the log moved under it, a
+        storage error) is tried again from the start on a fresh shard while this broker still
+        leads the partition, so no partition stays loading for good."""
         started = time.monotonic()
-        count = 0
-        try:
-            async for key, value in self.partitions.read(partition):
-                record = self.codec.decode(key, value)
-                if record is not None:
-                    owned.shard.replay(record)
-                    count += 1
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("loading __consumer_offsets-%d failed; it stays unavailable", partition)
-            return
+        backoff_s = LOAD_RETRY_BACKOFF_S
+        while self._owned.get(partition) is owned:
+            count = 0
+            try:
+                async for key, value in self.partitions.read(partition):
+                    record = self.codec.decode(key, value)
+                    if record is not None:
+                        owned.shard.replay(record)
+                        count += 1
+                break
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning(
+                    "loading __consumer_offsets-%d failed (%s: %s); trying again in %.1f s",
+                    partition,
+                    type(exc).__name__,
+                    exc,
+                    backoff_s,
+                )
+                owned.shard = GroupCoordinatorShard(self.config)
+                await asyncio.sleep(backoff_s)
+                backoff_s = min(backoff_s * 2, LOAD_RETRY_MAX_BACKOFF_S)
         if self._owned.get(partition) is not owned:
             return
         owned.loaded = True
@@ -253,7 +278,7 @@ class GroupCoordinatorRuntime:
     ) -> None:
         encoded = [self.codec.encode(record) for record in effects.records]
         try:
-            await self.partitions.append(partition, encoded)
+            await self._append(partition, owned, encoded)
         except Exception as exc:
             error = exc.error if isinstance(exc, CoordinatorError) else ErrorCode.NOT_COORDINATOR
             log.warning(
@@ -271,6 +296,42 @@ class GroupCoordinatorRuntime:
         if self._owned.get(partition) is owned:
             for record in effects.records:
                 owned.shard.replay(record)
+
+    async def _append(
+        self, partition: int, owned: _Partition, records: list[EncodedRecord]
+    ) -> None:
+        """Append `records`, together with those of every call that arrives while an append is
+        in flight (a group commit, as Kafka's coordinator runtime does): one batch and one
+        replication round for many commits. Calls' records keep their order."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        owned.queued.append((records, future))
+        if not owned.appending:
+            owned.appending = True
+            asyncio.get_running_loop().create_task(self._drain(partition, owned))
+        await future
+
+    async def _drain(self, partition: int, owned: _Partition) -> None:
+        try:
+            while owned.queued:
+                batch, size = [], 0
+                while owned.queued and (not batch or size < MAX_COALESCED_BYTES):
+                    records, future = owned.queued.popleft()
+                    batch.append((records, future))
+                    size += sum(len(k) + len(v or b"") for k, v in records)
+                try:
+                    await self.partitions.append(
+                        partition, [r for records, _ in batch for r in records]
+                    )
+                except Exception as exc:
+                    for _, future in batch:
+                        if not future.done():
+                            future.set_exception(exc)
+                else:
+                    for _, future in batch:
+                        if not future.done():
+                            future.set_result(None)
+        finally:
+            owned.appending = False
 
     def _deliver(self, replies: list[tuple[Any, Any]]) -> None:
         for handle, reply in replies:
