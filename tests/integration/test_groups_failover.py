@@ -179,3 +179,76 @@ def test_a_controlled_shutdown_moves_the_coordinator_without_a_rebalance(tmp_pat
         assert [m.assigned for m in running] == assignments
     finally:
         cluster.close()
+
+
+class EpochlogMember(threading.Thread):
+    """The same member with epochlog's own consumer: commits every 50 records it read."""
+
+    def __init__(self, cluster: LocalCluster, group: str, topic: str, stop: threading.Event):
+        super().__init__(daemon=True)
+        from epochlog.client import Consumer
+
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": cluster.bootstrap_servers,
+                "group.id": group,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "session.timeout.ms": 10000,
+            }
+        )
+        self.topic, self.stop = topic, stop
+        self.acked: dict[int, int] = defaultdict(int)
+        self.errors: list[str] = []
+
+    def run(self) -> None:
+        self.consumer.subscribe([self.topic])
+        since_commit = 0
+        while not self.stop.is_set():
+            since_commit += len(self.consumer.poll(0.2))
+            if since_commit >= 50:
+                since_commit = 0
+                try:
+                    for tp, committed in self.consumer.commit(timeout=10).items():
+                        self.acked[tp.partition] = max(self.acked[tp.partition], committed.offset)
+                except Exception as exc:  # the coordinator moved: the next commit goes on
+                    self.errors.append(str(exc))
+        self.consumer.close()
+
+
+def test_epochlog_members_carry_on_through_a_kill_9_of_their_coordinator(tmp_path) -> None:
+    cluster = start(tmp_path)
+    try:
+        fill(cluster, "ledger")
+        stop = threading.Event()
+        members = [EpochlogMember(cluster, "ledger-g", "ledger", stop) for _ in range(2)]
+        for member in members:
+            member.start()
+        deadline = time.monotonic() + 60
+        while sum(len(m.acked) for m in members) < PARTITIONS:
+            assert time.monotonic() < deadline, "members did not start committing"
+            time.sleep(0.2)
+        victim = coordinator_of(cluster, "ledger-g")
+        cluster.kill_broker(victim)
+        before = {p: max(m.acked.get(p, 0) for m in members) for p in range(PARTITIONS)}
+        # More to read and commit once the members have found the new coordinator.
+        producer = ck.Producer({"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 5})
+        for i in range(600):
+            producer.produce("ledger", b"after-%d" % i, partition=i % PARTITIONS)
+        assert producer.flush(60) == 0
+        deadline = time.monotonic() + 60
+        while not any(
+            max(m.acked.get(p, 0) for m in members) > before[p] for p in range(PARTITIONS)
+        ):
+            assert time.monotonic() < deadline, "no commit acknowledged after the kill"
+            time.sleep(0.2)
+        assert coordinator_of(cluster, "ledger-g") != victim
+        stop.set()
+        for member in members:
+            member.join(30)
+        acked = {p: max(m.acked.get(p, 0) for m in members) for p in range(PARTITIONS)}
+        committed = committed_offsets(cluster, "ledger-g", "ledger")
+        for p in range(PARTITIONS):
+            assert committed[p] >= acked[p], f"partition {p}: commit {acked[p]} lost ({committed})"
+    finally:
+        cluster.close()
