@@ -334,3 +334,33 @@ def test_auto_commit_on_close_and_an_assigning_consumer_resumes_at_the_commit(cl
     second.commit({("el-auto", 0): 0})  # generation -1: a consumer that assigns commits too
     assert second.committed([("el-auto", 0)])[TopicPartition("el-auto", 0)].offset == 0
     second.close()
+
+
+def test_auto_commit_commits_on_its_interval_while_the_consumer_polls(cluster) -> None:
+    values = make_topic(cluster, "el-interval")
+    consumer = group_consumer(
+        cluster, "el-interval-g", **{"enable.auto.commit": True, "auto.commit.interval.ms": 300}
+    )
+    try:
+        consumer.subscribe(["el-interval"])
+        read = 0
+        deadline = time.monotonic() + 30
+        while read < len(values):
+            assert time.monotonic() < deadline, f"read {read} of {len(values)}"
+            read += len(consumer.poll(0.2))
+        # Keep polling, as an application does, past a few intervals; no explicit commit.
+        committed_total = 0
+        deadline = time.monotonic() + 10
+        while committed_total < len(values):
+            assert time.monotonic() < deadline, f"only {committed_total} committed"
+            consumer.poll(0.2)
+            checker = ck.Consumer(
+                {"bootstrap.servers": cluster.bootstrap_servers, "group.id": "el-interval-g"}
+            )
+            found = checker.committed(
+                [ck.TopicPartition("el-interval", p) for p in range(PARTITIONS)], timeout=10
+            )
+            checker.close()
+            committed_total = sum(max(tp.offset, 0) for tp in found)
+    finally:
+        consumer.close()
