@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from epochlog.client.admin import AsyncAdmin, ClusterDescription, NewTopic, TopicDescription
     from epochlog.client.config import ClientConfig, Role, load_config
     from epochlog.client.connection import BrokerConnection
-    from epochlog.client.consumer import AsyncConsumer, OffsetAndTimestamp
+    from epochlog.client.consumer import AsyncConsumer
     from epochlog.client.errors import (
         ClientClosedError,
         ClientError,
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
         MemberDescription,
     )
     from epochlog.client.group_offsets import OffsetAndMetadata
+    from epochlog.client.list_offsets import OffsetAndTimestamp
     from epochlog.client.metadata import BrokerNode, ClusterMetadata, PartitionInfo, TopicPartition
     from epochlog.client.partitioner import murmur2, partition_for_key
     from epochlog.client.producer import AsyncProducer, RecordMetadata
@@ -80,7 +81,7 @@ _EXPORTS: dict[str, str] = {
     "NoOffsetForPartitionError": "epochlog.client.errors",
     "NodeNotReadyError": "epochlog.client.errors",
     "OffsetAndMetadata": "epochlog.client.group_offsets",
-    "OffsetAndTimestamp": "epochlog.client.consumer",
+    "OffsetAndTimestamp": "epochlog.client.list_offsets",
     "OffsetOutOfRangeError": "epochlog.client.errors",
     "PartitionInfo": "epochlog.client.metadata",
     "PinState": "epochlog.protocol.messages.pin_controller",

@@ -41,7 +41,6 @@ from typing import Any
 from epochlog.client import group_admin_protocol as gp
 from epochlog.client.connection import BrokerConnection
 from epochlog.client.connection_state import ExponentialBackoff
-from epochlog.client.consumer import OffsetAndTimestamp
 from epochlog.client.errors import ClientError, KafkaError
 from epochlog.client.group_admin_protocol import (
     CoordinatorAction,
@@ -51,7 +50,12 @@ from epochlog.client.group_admin_protocol import (
     coordinator_error_action,
 )
 from epochlog.client.group_offsets import OffsetAndMetadata
-from epochlog.client.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, list_offsets
+from epochlog.client.list_offsets import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    OffsetAndTimestamp,
+    list_offsets,
+)
 from epochlog.client.metadata import TopicPartition
 from epochlog.client.network import NetworkClient
 from epochlog.protocol.api import ApiKey

@@ -51,6 +51,7 @@ from epochlog.client.errors import (
 )
 from epochlog.client.fetch_decoder import ConsumerRecord, decode_partition_records
 from epochlog.client.group_offsets import OffsetAndMetadata
+from epochlog.client.list_offsets import OffsetAndTimestamp, list_offsets
 from epochlog.client.metadata import ZERO_UUID, TopicPartition
 from epochlog.client.network import NetworkClient
 from epochlog.client.subscription import (
@@ -71,13 +72,6 @@ RebalanceCallback = Callable[[Any, list[TopicPartition]], Any]
 # Runs a rebalance callback: (callback, partitions) -> awaitable. The blocking consumer swaps in
 # one that runs it in the thread that polls.
 CallbackRunner = Callable[[RebalanceCallback, list[TopicPartition]], Awaitable[None]]
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetAndTimestamp:
-    offset: int
-    timestamp: int
-    leader_epoch: int = -1
 
 
 @dataclass
@@ -347,87 +341,14 @@ class AsyncConsumer:
         self, query: dict[TopicPartition, int], timeout_ms: float
     ) -> dict[TopicPartition, OffsetAndTimestamp]:
         """ListOffsets to each partition's leader, retrying retriable errors until timeout."""
-        self._net.want_topics({tp.topic for tp in query})
-        deadline = self._net.now_ms() + timeout_ms
-        results: dict[TopicPartition, OffsetAndTimestamp] = {}
-        last_error: Exception | None = None
-        while True:
-            todo = {tp: ts for tp, ts in query.items() if tp not in results}
-            if not todo:
-                return results
-            by_node: dict[int, dict[TopicPartition, int]] = {}
-            for tp, ts in todo.items():
-                leader = self._net.cluster.leader_for(tp)
-                if leader is None:
-                    self._net.request_update()
-                else:
-                    by_node.setdefault(leader, {})[tp] = ts
-            outcomes = await asyncio.gather(
-                *(self._list_offsets_on(node, part) for node, part in by_node.items()),
-                return_exceptions=True,
-            )
-            for outcome in outcomes:
-                if isinstance(outcome, BaseException):
-                    if not isinstance(outcome, ClientError):
-                        raise outcome
-                    last_error = outcome
-                    continue
-                got, error = outcome
-                results.update(got)
-                last_error = error or last_error
-            if len(results) == len(query):
-                return results
-            remaining = deadline - self._net.now_ms()
-            if remaining <= 0:
-                missing = ", ".join(str(tp) for tp in query if tp not in results)
-                if isinstance(last_error, KafkaError) and not last_error.retriable:
-                    raise last_error
-                raise KafkaError(
-                    ErrorCode.REQUEST_TIMED_OUT,
-                    f"ListOffsets for {missing}",
-                    str(last_error) if last_error else None,
-                )
-            if isinstance(last_error, KafkaError) and not last_error.retriable:
-                raise last_error
-            await asyncio.sleep(min(self._retry_backoff_ms, remaining) / 1000)
-
-    async def _list_offsets_on(
-        self, node: int, query: dict[TopicPartition, int]
-    ) -> tuple[dict[TopicPartition, OffsetAndTimestamp], KafkaError | None]:
-        by_topic: dict[str, list[Any]] = {}
-        for tp, ts in query.items():
-            part = self._net.cluster.partition(tp)
-            by_topic.setdefault(tp.topic, []).append(
-                m.ListOffsetsRequest.ListOffsetsPartition(
-                    partition_index=tp.partition,
-                    current_leader_epoch=part.leader_epoch if part else -1,
-                    timestamp=ts,
-                )
-            )
-        request = m.ListOffsetsRequest(
-            replica_id=-1,
-            topics=[
-                m.ListOffsetsRequest.ListOffsetsTopic(name=t, partitions=p)
-                for t, p in by_topic.items()
-            ],
+        return await list_offsets(
+            self._net,
+            query,
+            timeout_ms,
+            self._retry_backoff_ms,
+            read_committed=self._read_committed,
+            fail_unknown=False,
         )
-        conn = await self._net.ready(node)
-        version = conn.version_for(ApiKey.LIST_OFFSETS)
-        if version >= 2:
-            request.isolation_level = 1 if self._read_committed else 0
-        response = await conn.send(request, api_key=ApiKey.LIST_OFFSETS, version=version)
-        results: dict[TopicPartition, OffsetAndTimestamp] = {}
-        error: KafkaError | None = None
-        for t in response.topics:
-            for p in t.partitions:
-                tp = TopicPartition(t.name, p.partition_index)
-                code = ErrorCode.of(p.error_code)
-                if code is ErrorCode.NONE:
-                    results[tp] = OffsetAndTimestamp(p.offset, p.timestamp, p.leader_epoch)
-                else:
-                    self._net.handle_error_code(code)
-                    error = KafkaError(code, f"ListOffsets for {tp}")
-        return results, error
 
     # ---------------------------------------------------------------- poll
 

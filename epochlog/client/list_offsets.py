@@ -8,17 +8,17 @@ Errors that mean the leader moved refresh metadata and are retried after `retry.
 until the timeout; a partition the cluster's metadata does not have, after a refresh, is
 UNKNOWN_TOPIC_OR_PARTITION at once, naming it, rather than a timeout.
 
-The consumer has its own copy of the leader-by-leader loop (`AsyncConsumer._list_offsets`,
-which also sends its isolation level); this one serves callers without a consumer.
+The consumer uses the same loop with its isolation level (`read_committed`), and waits out
+partitions its metadata does not have yet instead of failing at once (`fail_unknown=False`).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from epochlog.client.consumer import OffsetAndTimestamp
 from epochlog.client.errors import ClientError, KafkaError
 from epochlog.client.metadata import TopicPartition
 from epochlog.client.network import NetworkClient
@@ -27,7 +27,14 @@ from epochlog.protocol import messages as m
 from epochlog.protocol.api import ApiKey
 from epochlog.protocol.errors import ErrorCode
 
-__all__ = ["EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "list_offsets"]
+__all__ = ["EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "OffsetAndTimestamp", "list_offsets"]
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetAndTimestamp:
+    offset: int
+    timestamp: int
+    leader_epoch: int = -1
 
 
 async def list_offsets(
@@ -35,6 +42,9 @@ async def list_offsets(
     query: Mapping[TopicPartition, int],
     timeout_ms: float,
     retry_backoff_ms: float,
+    *,
+    read_committed: bool = False,
+    fail_unknown: bool = True,
 ) -> dict[TopicPartition, OffsetAndTimestamp]:
     """The offset at each partition's timestamp (see the module docstring)."""
     net.want_topics({tp.topic for tp in query})
@@ -46,7 +56,7 @@ async def list_offsets(
         todo = {tp: ts for tp, ts in query.items() if tp not in results}
         if not todo:
             return results
-        unknown = [tp for tp in todo if net.cluster.partition(tp) is None]
+        unknown = [tp for tp in todo if net.cluster.partition(tp) is None] if fail_unknown else []
         if unknown:
             if refreshed:
                 raise KafkaError(
@@ -65,7 +75,10 @@ async def list_offsets(
             else:
                 by_leader.setdefault(leader, {})[tp] = ts
         outcomes = await asyncio.gather(
-            *(_list_offsets_on(net, node, part) for node, part in by_leader.items()),
+            *(
+                _list_offsets_on(net, node, part, read_committed)
+                for node, part in by_leader.items()
+            ),
             return_exceptions=True,
         )
         for outcome in outcomes:
@@ -93,7 +106,7 @@ async def list_offsets(
 
 
 async def _list_offsets_on(
-    net: NetworkClient, node: int, query: dict[TopicPartition, int]
+    net: NetworkClient, node: int, query: dict[TopicPartition, int], read_committed: bool
 ) -> tuple[dict[TopicPartition, OffsetAndTimestamp], KafkaError | None]:
     by_topic: dict[str, list[Any]] = {}
     for tp, ts in query.items():
@@ -107,13 +120,15 @@ async def _list_offsets_on(
         )
     request = m.ListOffsetsRequest(
         replica_id=-1,
-        isolation_level=0,
         topics=[
             m.ListOffsetsRequest.ListOffsetsTopic(name=t, partitions=p) for t, p in by_topic.items()
         ],
     )
     conn = await net.ready(node)
-    response = await conn.send(request, api_key=ApiKey.LIST_OFFSETS)
+    version = conn.version_for(ApiKey.LIST_OFFSETS)
+    if version >= 2:
+        request.isolation_level = 1 if read_committed else 0
+    response = await conn.send(request, api_key=ApiKey.LIST_OFFSETS, version=version)
     results: dict[TopicPartition, OffsetAndTimestamp] = {}
     error: KafkaError | None = None
     for t in response.topics:
