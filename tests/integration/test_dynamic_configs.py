@@ -328,3 +328,31 @@ def test_aiokafka_describes_and_alters_configs(admin: AdminClient, cluster: Loca
     # AlterConfigs replaces the whole set: segment.ms is back to the broker's default
     assert topic["segment.ms"] == str(7 * 24 * 3_600_000)
     assert broker["broker.id"] == "2"
+
+
+def test_cli_alters_and_describes_with_kafka_configs_vocabulary(
+    admin: AdminClient, cluster: LocalCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from epochlog.cli.main import main as epochlog_main
+
+    create_topic(admin, "cli-configs")
+    bootstrap = ["--bootstrap-server", cluster.bootstrap_servers]
+    base = ["--entity-type", "topics", "--entity-name", "cli-configs"]
+    add = ["--add-config", "retention.ms=60000,cleanup.policy=[compact,delete]"]
+    assert epochlog_main(["configs", "alter", *base, *add, *bootstrap]) == 0
+    configs = describe(admin, ConfigResource.Type.TOPIC, "cli-configs")
+    assert (configs["retention.ms"].value, configs["cleanup.policy"].value) == (
+        "60000",
+        "compact,delete",
+    )
+    capsys.readouterr()
+    assert epochlog_main(["configs", "describe", *base, *bootstrap]) == 0
+    shown = capsys.readouterr().out
+    assert "retention.ms" in shown and "segment.bytes" not in shown
+    delete = ["--delete-config", "retention.ms"]
+    assert epochlog_main(["configs", "alter", *base, *delete, *bootstrap]) == 0
+    assert describe(admin, ConfigResource.Type.TOPIC, "cli-configs")["retention.ms"].source == (
+        ConfigSource.DEFAULT_CONFIG.value
+    )
+    bad = ["--add-config", "retention.ms=soon"]
+    assert epochlog_main(["configs", "alter", *base, *bad, *bootstrap]) == 2
