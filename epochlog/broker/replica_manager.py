@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 import uuid
@@ -92,7 +93,7 @@ from epochlog.config.topic import (
 from epochlog.faults import NO_FAULTS, FaultInjector
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.schema import ZERO_UUID
-from epochlog.storage import LogManager, PartitionLog, StorageError
+from epochlog.storage import LogConfig, LogManager, PartitionLog, StorageError
 from epochlog.storage.checkpoint import (
     DeferrableEpochCheckpoint,
     deferred_checkpoints,
@@ -159,6 +160,9 @@ class ReplicaManager:
         # partition's log is created; none in the in-process harnesses.
         self.topic_configs: Callable[[str], Mapping[str, str]] = lambda topic: {}
         self._configs_of_request: dict[str, Mapping[str, str]] = {}  # one read per topic
+        # The overrides each hosted topic's partitions were built with, kept so that a broker
+        # config change can rebuild them (dynamic configs).
+        self._overrides_in_use: dict[str, Mapping[str, str]] = {}
         self.live_leaders: dict[int, tuple[str, int]] = {}
         self._guard_hw_checkpoint = config.enabled("epochlog.test.hw.checkpoint.guard.enabled")
         # The broker epoch in force when the last LeaderAndIsr was applied (None: never).
@@ -585,7 +589,42 @@ class ReplicaManager:
             log.warning("topic %s: using the broker's defaults, its configs failed: %s", topic, exc)
             configs = {}
         self._configs_of_request[topic] = configs
+        self._overrides_in_use[topic] = configs
         return configs
+
+    # ------------------------------------------------------------------ dynamic configs
+
+    def apply_topic_config(self, topic: str, overrides: Mapping[str, str]) -> int:
+        """A topic config change (ZooKeeper notification): every partition of the topic on
+        this broker gets the new log config (retention, segments, cleaner, max.message.bytes
+        from the next append or pass) and min.insync.replicas. Returns the partitions changed."""
+        try:
+            validate_topic_configs(overrides)
+        except Exception as exc:
+            log.warning("topic %s: config change ignored, it does not validate: %s", topic, exc)
+            return 0
+        self._overrides_in_use[topic] = dict(overrides)
+        return self._rebuild(p for p in self.partitions.values() if p.topic == topic)
+
+    def apply_broker_config(self, config: BrokerConfig, log_defaults: LogConfig) -> int:
+        """A dynamic broker config change: new log defaults and min.insync.replicas for every
+        partition whose topic does not override them. Returns the partitions rebuilt."""
+        self.config = config
+        self.min_insync_replicas = config["min.insync.replicas"]
+        self.settings = dataclasses.replace(
+            self.settings, min_insync_replicas=self.min_insync_replicas
+        )
+        self.log_manager.default_config = log_defaults
+        return self._rebuild(self.partitions.values())
+
+    def _rebuild(self, partitions: Iterable[Partition]) -> int:
+        count = 0
+        for partition in partitions:
+            overrides = self._overrides_in_use.get(partition.topic, {})
+            partition.log.config = log_config_for(self.log_manager.default_config, overrides)
+            partition.settings = replication_settings_for(self.settings, overrides)
+            count += 1
+        return count
 
     def _create_partition(
         self, topic: str, index: int, topic_id: uuid.UUID | None, now: int

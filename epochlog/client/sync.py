@@ -505,6 +505,15 @@ class Admin:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    def describe_configs(self, resources: Any, **options: Any) -> Any:
+        return self._thread.run(self._admin.describe_configs(resources, **options))
+
+    def alter_configs(self, configs: Any, **options: Any) -> None:
+        self._thread.run(self._admin.alter_configs(configs, **options))
+
+    def incremental_alter_configs(self, ops: Any, **options: Any) -> None:
+        self._thread.run(self._admin.incremental_alter_configs(ops, **options))
+
     def create_topic(
         self,
         name: str,

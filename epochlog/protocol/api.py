@@ -49,6 +49,9 @@ class ApiKey(enum.IntEnum):
     OFFSET_DELETE = 47
     ALTER_PARTITION = 56
     DESCRIBE_CLUSTER = 60
+    DESCRIBE_CONFIGS = 32  # dynamic configs
+    ALTER_CONFIGS = 33
+    INCREMENTAL_ALTER_CONFIGS = 44
     PIN_CONTROLLER = m.pin_controller.API_KEY  # KIP-39, a vendor key Kafka does not use
 
 
@@ -108,6 +111,13 @@ APIS: dict[int, Api] = {
         _api(ApiKey.LIST_GROUPS, m.ListGroupsRequest, m.ListGroupsResponse),
         _api(ApiKey.DELETE_GROUPS, m.DeleteGroupsRequest, m.DeleteGroupsResponse),
         _api(ApiKey.OFFSET_DELETE, m.OffsetDeleteRequest, m.OffsetDeleteResponse),
+        _api(ApiKey.DESCRIBE_CONFIGS, m.DescribeConfigsRequest, m.DescribeConfigsResponse),
+        _api(ApiKey.ALTER_CONFIGS, m.AlterConfigsRequest, m.AlterConfigsResponse),
+        _api(
+            ApiKey.INCREMENTAL_ALTER_CONFIGS,
+            m.IncrementalAlterConfigsRequest,
+            m.IncrementalAlterConfigsResponse,
+        ),
     )
 }
 

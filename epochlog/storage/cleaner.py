@@ -251,6 +251,17 @@ class LogCleaner:
             thread.start()
             self._threads.append(thread)
 
+    def reconfigure(self, config: CleanerConfig) -> None:
+        """Take new log.cleaner.* settings (a dynamic broker config change): read by the next
+        pass; a new thread count or enable flag restarts the workers, as Kafka's cleaner does.
+        Blocking when it restarts: call it off the owner's thread."""
+        restart = (config.threads, config.enable) != (self.config.threads, self.config.enable)
+        running = bool(self._threads)
+        self.config = config
+        if restart and running:
+            self.shutdown()
+            self.start(None, self._high_watermark_of)
+
     def shutdown(self) -> None:
         """Stop the workers (a pass in progress stops at its next step) and wait for them. Call
         it off the owner's thread: a worker may be waiting for the owner."""

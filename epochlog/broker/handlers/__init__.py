@@ -4,8 +4,9 @@ Each handler turns a decoded request into a response body (see `context` for the
 the modules group them: `api_versions`, `metadata` (Metadata, DescribeCluster), `produce`,
 `fetch`, `offsets` (ListOffsets, OffsetForLeaderEpoch), `admin` (the controller's APIs and
 InitProducerId), `control` (LeaderAndIsr, UpdateMetadata, StopReplica), `pin_controller`
-(KIP-39), `groups` (FindCoordinator, and the group APIs the coordinator answers). `errors` builds
-every API's error response.
+(KIP-39), `configs` (DescribeConfigs, AlterConfigs, IncrementalAlterConfigs), `groups`
+(FindCoordinator, and the group APIs the coordinator answers). `errors` builds every API's
+error response.
 """
 
 from __future__ import annotations
@@ -18,6 +19,11 @@ from epochlog.broker.handlers.admin import (
     handle_init_producer_id,
 )
 from epochlog.broker.handlers.api_versions import handle_api_versions
+from epochlog.broker.handlers.configs import (
+    handle_alter_configs,
+    handle_describe_configs,
+    handle_incremental_alter_configs,
+)
 from epochlog.broker.handlers.context import (
     BrokerServices,
     CloseConnection,
@@ -55,6 +61,9 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
     ApiKey.PIN_CONTROLLER: handle_pin_controller,
     ApiKey.FIND_COORDINATOR: handle_find_coordinator,
+    ApiKey.DESCRIBE_CONFIGS: handle_describe_configs,
+    ApiKey.ALTER_CONFIGS: handle_alter_configs,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
     **{
         key: handle_group_request
         for key in (

@@ -301,6 +301,36 @@ def _delete_groups(version: int, body: Any, code: int, message: str | None) -> M
     return R(results=[R.DeletableGroupResult(group_id=g, error_code=code) for g in names])
 
 
+def _describe_configs(version: int, body: Any, code: int, message: str | None) -> Message:
+    R = m.DescribeConfigsResponse
+    results = [
+        R.DescribeConfigsResult(
+            error_code=code,
+            error_message=message,
+            resource_type=r.resource_type,
+            resource_name=r.resource_name,
+        )
+        for r in (body.resources if body is not None else [])
+    ]
+    return R(results=results)
+
+
+def _alter_configs(cls: Any) -> Any:
+    def build(version: int, body: Any, code: int, message: str | None) -> Message:
+        responses = [
+            cls.AlterConfigsResourceResponse(
+                error_code=code,
+                error_message=message,
+                resource_type=r.resource_type,
+                resource_name=r.resource_name,
+            )
+            for r in (body.resources if body is not None else [])
+        ]
+        return cls(responses=responses)
+
+    return build
+
+
 _BUILDERS: dict[ApiKey, Any] = {
     ApiKey.PRODUCE: _produce,
     ApiKey.FETCH: _fetch,
@@ -329,5 +359,8 @@ _BUILDERS: dict[ApiKey, Any] = {
     ApiKey.LIST_GROUPS: _top_level(m.ListGroupsResponse),
     ApiKey.DELETE_GROUPS: _delete_groups,
     ApiKey.OFFSET_DELETE: _top_level(m.OffsetDeleteResponse),
+    ApiKey.DESCRIBE_CONFIGS: _describe_configs,
+    ApiKey.ALTER_CONFIGS: _alter_configs(m.AlterConfigsResponse),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: _alter_configs(m.IncrementalAlterConfigsResponse),
 }
 assert set(_BUILDERS) == set(APIS), "every API we serve needs an error response"

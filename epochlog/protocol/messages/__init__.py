@@ -13,6 +13,7 @@ from epochlog.protocol.codec import message_class
 from epochlog.protocol.messages import (
     alter_partition,
     api_versions,
+    configs,
     consumer_protocol,
     controlled_shutdown,
     create_topics,
@@ -98,6 +99,14 @@ DeleteGroupsRequest = message_class(delete_groups.REQUEST)
 DeleteGroupsResponse = message_class(delete_groups.RESPONSE)
 OffsetDeleteRequest = message_class(offset_delete.REQUEST)
 OffsetDeleteResponse = message_class(offset_delete.RESPONSE)
+
+# Dynamic configs (issue 16).
+DescribeConfigsRequest = message_class(configs.DESCRIBE_REQUEST)
+DescribeConfigsResponse = message_class(configs.DESCRIBE_RESPONSE)
+AlterConfigsRequest = message_class(configs.ALTER_REQUEST)
+AlterConfigsResponse = message_class(configs.ALTER_RESPONSE)
+IncrementalAlterConfigsRequest = message_class(configs.INCREMENTAL_ALTER_REQUEST)
+IncrementalAlterConfigsResponse = message_class(configs.INCREMENTAL_ALTER_RESPONSE)
 
 # __consumer_offsets record keys and values (Kafka's "data" schemas, no API key).
 OffsetCommitKey = message_class(group_records.OFFSET_COMMIT_KEY)
