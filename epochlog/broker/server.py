@@ -24,10 +24,10 @@ the loop are written together (`_queue_response`).
 Bad input closes only the connection it came on:
 - a frame that does not decode (garbage, truncated body): close, logged (bytes after a body
   are ignored, as Kafka ignores them);
-- an API key or version we do not serve: ApiVersions gets the v0 UNSUPPORTED_VERSION body that
-  lists its own range; another API we serve gets its error response with UNSUPPORTED_VERSION
-  (encoded at the nearest version we serve, without per-partition entries since the body could
-  not be read); an unknown API key gets a frame of correlation id + int16 UNSUPPORTED_VERSION;
+- an API key or version we do not serve: close, logged in one line naming the API, version,
+  client id and the range we serve, as Kafka's SocketServer does; only ApiVersions is answered,
+  with the v0 UNSUPPORTED_VERSION body that lists its own range (`protocol.api.refusal`).
+  Answers to the requests before it on the connection go out first;
 - a handler that fails unexpectedly: the API's error response with UNKNOWN_SERVER_ERROR;
 - a handler that raises `CloseConnection` (a failed acks=0 produce): close.
 
@@ -45,17 +45,20 @@ from collections.abc import Awaitable
 from typing import Any, cast
 
 from epochlog.broker.handlers import HANDLERS, BrokerServices, CloseConnection, ConnectionInfo
-from epochlog.broker.handlers.errors import error_response, nearest_version, unknown_api_response
+from epochlog.broker.handlers.errors import error_response
 from epochlog.broker.handlers.produce import begin_produce
 from epochlog.broker.transmit import SendMode, SliceTruncatedError, send_segmented
 from epochlog.protocol.api import (
-    APIS,
     ApiKey,
+    Refusal,
     Request,
     decode_request,
+    describe_unserved,
     encode_response,
     encode_response_segments,
+    peek_client_id,
     peek_request_header,
+    refusal,
     unsupported_api_versions_response,
 )
 from epochlog.protocol.errors import DecodeError, ErrorCode, ProtocolError, UnsupportedVersionError
@@ -274,12 +277,17 @@ class Connection(asyncio.BufferedProtocol):
     async def _handle(self, frame: bytes | memoryview) -> None:
         try:
             request = decode_request(frame)
-        except UnsupportedVersionError as exc:
-            peeked = peek_request_header(frame)
+        except UnsupportedVersionError:
+            api_key, version, correlation_id = peek_request_header(frame)
+            reason = describe_unserved(api_key, version, peek_client_id(frame))
             self._reader.recycle(frame)
-            await self._produces_answered.wait()
-            self._answer_unsupported(peeked, exc)
-            await self.wait_drained()
+            await self._produces_answered.wait()  # the answers before it go out first
+            if refusal(api_key, version) is Refusal.ANSWER_UNSUPPORTED_VERSION:
+                log.info("request from %s: %s", self.info.peer, reason)
+                self._queue_response(unsupported_api_versions_response(correlation_id))
+                await self.wait_drained()
+            else:
+                self.close(reason, logging.WARNING)
             return
         except DecodeError as exc:
             self._reader.recycle(frame)
@@ -376,17 +384,3 @@ class Connection(asyncio.BufferedProtocol):
             self.close("response encoding failed")
             return
         await self.wait_drained()
-
-    def _answer_unsupported(
-        self, header: tuple[int, int, int], exc: UnsupportedVersionError
-    ) -> None:
-        api_key, version, correlation_id = header
-        log.info("request from %s: %s", self.info.peer, exc)
-        if api_key == ApiKey.API_VERSIONS:
-            self._queue_response(unsupported_api_versions_response(correlation_id))
-        elif api_key in APIS:
-            nearest = nearest_version(api_key, version)
-            body = error_response(api_key, nearest, None, ErrorCode.UNSUPPORTED_VERSION)
-            self._queue_response(encode_response(api_key, nearest, correlation_id, body))
-        else:
-            self._queue_response(unknown_api_response(correlation_id))

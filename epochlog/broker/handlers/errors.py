@@ -3,35 +3,20 @@
 `error_response(api_key, version, request_body, error)` is Kafka's `AbstractRequest
 .getErrorResponse`: a top-level ErrorCode where the response has one at that version, and, when
 the request body is known, an entry with the error for each topic or partition it named. The
-server uses it for an unexpected failure in a handler (UNKNOWN_SERVER_ERROR) and for a request
-of an unsupported version of an API we serve (UNSUPPORTED_VERSION; the body could not be decoded,
-so the answer has no per-partition entries and is encoded at the nearest version we serve); the
-control handlers use it for STALE_BROKER_EPOCH and STALE_CONTROLLER_EPOCH.
-
-An unknown API key has no response schema at all. For it `unknown_api_response` writes a frame
-of a v0 response header and a bare int16 UNSUPPORTED_VERSION, the same bytes an ApiVersions v0
-error body starts with.
+server uses it for an unexpected failure in a handler (UNKNOWN_SERVER_ERROR); the control
+handlers use it for STALE_BROKER_EPOCH and STALE_CONTROLLER_EPOCH. (A request of an API or
+version we do not serve gets no error response: the server closes its connection, see
+`protocol.api.refusal`.)
 """
 
 from __future__ import annotations
 
-import struct
 from typing import Any
 
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import APIS, ApiKey
 from epochlog.protocol.codec import Message
 from epochlog.protocol.errors import ErrorCode
-
-
-def nearest_version(api_key: int, version: int) -> int:
-    api = APIS[api_key]
-    return min(max(version, api.min_version), api.max_version)
-
-
-def unknown_api_response(correlation_id: int) -> bytes:
-    """Frame: size, correlation id, int16 UNSUPPORTED_VERSION."""
-    return struct.pack(">iih", 6, correlation_id, ErrorCode.UNSUPPORTED_VERSION)
 
 
 def error_response(
