@@ -33,7 +33,12 @@ PARTITIONS = 3
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    local = LocalCluster(tmp_path_factory.mktemp("dynamic-configs"), 3)
+    # Retention runs every half second, so a lowered retention.ms shows at once.
+    local = LocalCluster(
+        tmp_path_factory.mktemp("dynamic-configs"),
+        3,
+        broker_config={"log.retention.check.interval.ms": 500},
+    )
     local.start()
     yield local
     local.close()
@@ -356,3 +361,64 @@ def test_cli_alters_and_describes_with_kafka_configs_vocabulary(
     )
     bad = ["--add-config", "retention.ms=soon"]
     assert epochlog_main(["configs", "alter", *base, *bad, *bootstrap]) == 2
+
+
+def set_topic_config(admin: AdminClient, topic: str, key: str, value: str) -> None:
+    resource = ConfigResource(
+        ConfigResource.Type.TOPIC,
+        topic,
+        incremental_configs=[ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)],
+    )
+    admin.incremental_alter_configs([resource])[resource].result(30)
+
+
+def low_watermarks(cluster: LocalCluster, topic: str) -> list[int]:
+    consumer = ck.Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "wm"})
+    try:
+        return [
+            consumer.get_watermark_offsets(ck.TopicPartition(topic, p), timeout=10)[0]
+            for p in range(PARTITIONS)
+        ]
+    finally:
+        consumer.close()
+
+
+def test_lowered_retention_ms_deletes_old_segments_on_every_leader(
+    admin: AdminClient, cluster: LocalCluster
+) -> None:
+    create_topic(admin, "short-lived", {"segment.bytes": "4096"})
+    producer = ck.Producer({"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 0})
+    for _ in range(60):  # about ten segments per partition
+        for p in range(PARTITIONS):
+            producer.produce("short-lived", b"x" * 500, partition=p)
+        producer.flush(30)
+    assert low_watermarks(cluster, "short-lived") == [0] * PARTITIONS
+    set_topic_config(admin, "short-lived", "retention.ms", "1")
+    until(
+        "old segments deleted on every leader",
+        lambda: all(low > 0 for low in low_watermarks(cluster, "short-lived")),
+    )
+
+
+def leader_and_isr(admin: AdminClient, topic: str) -> tuple[int, list[int]]:
+    partition = admin.list_topics(topic, timeout=10).topics[topic].partitions[0]
+    return partition.leader, sorted(partition.isrs)
+
+
+def test_enabling_unclean_election_elects_an_offline_partition_at_once(
+    admin: AdminClient, cluster: LocalCluster
+) -> None:
+    # Last in the module: it stops two brokers (and starts them again).
+    futures = admin.create_topics([NewTopic("unclean", 1, replica_assignment=[[1, 2]])])
+    futures["unclean"].result(30)
+    until("a leader for unclean-0", lambda: leader_and_isr(admin, "unclean")[0] == 1)
+    cluster.kill_broker(2)
+    until("broker 2 out of the ISR", lambda: leader_and_isr(admin, "unclean") == (1, [1]))
+    cluster.kill_broker(1)
+    until("unclean-0 offline", lambda: leader_and_isr(admin, "unclean")[0] == -1)
+    cluster.start_broker(2)
+    # Broker 2 is back but not in the ISR: without unclean election it may not lead.
+    assert leader_and_isr(admin, "unclean")[0] == -1
+    set_topic_config(admin, "unclean", "unclean.leader.election.enable", "true")
+    until("broker 2 elected uncleanly", lambda: leader_and_isr(admin, "unclean")[0] == 2)
+    cluster.start_broker(1)
