@@ -183,9 +183,7 @@ class ConfigAdminOperations:
             )
             response = await self._send_for(resource, request, ApiKey.INCREMENTAL_ALTER_CONFIGS)
             answer = response.responses[0]
-            _raise_for(
-                answer.error_code, answer.error_message, "IncrementalAlterConfigs", resource
-            )
+            _raise_for(answer.error_code, answer.error_message, "IncrementalAlterConfigs", resource)
 
 
 def _raise_for(code: int, message: str | None, api: str, resource: ConfigResource) -> None:
