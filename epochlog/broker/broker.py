@@ -28,6 +28,7 @@ import logging
 import socket
 
 from epochlog.broker.alter_partition_manager import AlterPartitionManager
+from epochlog.broker.client_quotas import ClientQuotas
 from epochlog.broker.collaborators import (
     BrokerEpochHolder,
     ControllerGateway,
@@ -150,6 +151,10 @@ class Broker:
             auto_creator=auto_creator,
             producer_ids=producer_ids or LocalProducerIdSource(),
             rack=config["broker.rack"],
+            client_quotas=ClientQuotas(
+                window_num=config["quota.window.num"],
+                window_size_seconds=config["quota.window.size.seconds"],
+            ),
         )
         self.server = KafkaServer(
             self.services,

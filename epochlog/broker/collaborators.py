@@ -193,6 +193,18 @@ class DynamicConfigStore(Protocol):
         """broker_id None: the cluster-wide default (/config/brokers/<default>)."""
         ...
 
+    async def read_quota_configs(self) -> list[tuple[str, str, dict[str, str]]]:
+        """Every /config/users and /config/clients entity: (config type, stored name, config)."""
+        ...
+
+    async def read_entity_config(self, config_type: str, name: str) -> dict[str, str]: ...
+
+    async def write_entity_config(
+        self, config_type: str, name: str, config: dict[str, str]
+    ) -> None:
+        """Write /config/<config_type>/<name> and announce it (client quotas)."""
+        ...
+
 
 class CollaboratorError(Exception):
     """An error a collaborator raises to report a specific Kafka error code."""

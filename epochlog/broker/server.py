@@ -32,6 +32,13 @@ Bad input closes only the connection it came on:
 - a handler that raises `CloseConnection` (a failed acks=0 produce): close.
 
 Fetch responses are encoded with holes for the log data and written by `transmit` (sendfile).
+
+Client quotas (KIP-13, KIP-219; the math is `client_quotas`): a Produce's request size and a
+consumer Fetch's response size are recorded against the client's byte rate when it is
+answered. Over quota, the answer carries throttle_time_ms and the connection is muted for that
+long: reading pauses and no further request is taken. A throttled Fetch is answered empty (its
+bytes unrecorded), as Kafka does. Versions whose clients do not hold back by themselves
+(Produce < 6, Fetch < 8) get their answer only after the throttle time.
 """
 
 from __future__ import annotations
@@ -40,10 +47,12 @@ import asyncio
 import contextlib
 import logging
 import socket
+import time
 from collections import deque
 from collections.abc import Awaitable
 from typing import Any, cast
 
+from epochlog.broker.client_quotas import ANONYMOUS_USER, client_throttles_itself
 from epochlog.broker.handlers import HANDLERS, BrokerServices, CloseConnection, ConnectionInfo
 from epochlog.broker.handlers.errors import error_response
 from epochlog.broker.handlers.produce import begin_produce
@@ -141,10 +150,13 @@ class Connection(asyncio.BufferedProtocol):
         self._unsent: list[bytes] = []
         # Produce requests (acks=all) whose records are appended and wait for replication, in
         # request order, and the task writing their answers in that order (`_defer_produce`).
-        self._waiting_produces: deque[tuple[Request, asyncio.Future[Any]]] = deque()
+        self._waiting_produces: deque[tuple[Request, asyncio.Future[Any], int]] = deque()
         self._produces_answered = asyncio.Event()
         self._produces_answered.set()
         self._produce_writer: asyncio.Task[None] | None = None
+        # Client quotas: muted (no reading, no next request) until this loop time.
+        self._throttled_until = 0.0
+        self._throttle_paused = False
 
     # ---------------------------------------------------------------- asyncio protocol
 
@@ -253,14 +265,67 @@ class Connection(asyncio.BufferedProtocol):
         if self._read_paused and len(self._frames) < MAX_QUEUED_FRAMES // 2 and not self._closed:
             self._read_paused = False
             assert self.transport is not None
-            self.transport.resume_reading()
+            if not self._throttle_paused:
+                self.transport.resume_reading()
         return frame
+
+    # ---------------------------------------------------------------- quota throttling
+
+    def _mute(self, throttle_ms: int) -> None:
+        """Read nothing and take no request for `throttle_ms` (KIP-219's channel muting)."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + throttle_ms / 1000
+        if until <= self._throttled_until:
+            return
+        self._throttled_until = until
+        if not self._throttle_paused and not self._closed and self.transport is not None:
+            self._throttle_paused = True
+            if not self._read_paused:
+                self.transport.pause_reading()
+        loop.call_at(until, self._unmute)
+
+    def _unmute(self) -> None:
+        if not self._throttle_paused or asyncio.get_running_loop().time() < self._throttled_until:
+            return  # a later mute extended it; its own call ends it
+        self._throttle_paused = False
+        if not self._read_paused and not self._closed and self.transport is not None:
+            self.transport.resume_reading()
+
+    async def _wait_unmuted(self) -> None:
+        loop = asyncio.get_running_loop()
+        while (remaining := self._throttled_until - loop.time()) > 0 and not self._closed:
+            await asyncio.sleep(remaining)
+
+    def _record_quota(self, request: Request, body: Any, request_size: int) -> tuple[Any, int]:
+        """Record the request against the client's byte-rate quota: (the body to send, the
+        throttle time in ms). A throttled consumer fetch is answered empty."""
+        quotas = self.server.services.client_quotas
+        api_key, version = request.api_key, request.api_version
+        client_id = request.header.client_id or ""
+        now_ms = int(time.time() * 1000)
+        if api_key == ApiKey.PRODUCE:
+            if not quotas.produce.enabled:
+                return body, 0
+            return body, quotas.produce.record(ANONYMOUS_USER, client_id, request_size, now_ms)
+        if api_key != ApiKey.FETCH or body is None or not quotas.fetch.enabled:
+            return body, 0
+        fetch = request.body
+        replica_id = fetch.replica_state.replica_id if version >= 15 else fetch.replica_id
+        if replica_id >= 0:
+            return body, 0  # replication is not client traffic
+        size = encode_response_segments(api_key, version, request.correlation_id, body).total_size
+        throttle_ms = quotas.fetch.record(ANONYMOUS_USER, client_id, size, now_ms)
+        if throttle_ms > 0:
+            quotas.fetch.unrecord(ANONYMOUS_USER, client_id, size, now_ms)
+            body = type(body)(error_code=ErrorCode.NONE, session_id=0, responses=[])
+        return body, throttle_ms
 
     # ---------------------------------------------------------------- request loop
 
     async def _serve(self) -> None:
         try:
             while not self._closed:
+                await self._wait_unmuted()
                 frame = await self._next_frame()
                 if frame is None:
                     break
@@ -296,6 +361,7 @@ class Connection(asyncio.BufferedProtocol):
             self.close("malformed request")
             return
         # Decoding copied what the request keeps: the frame's memory can take the next one.
+        request_size = len(frame)
         self._reader.recycle(frame)
         api_key, version = request.api_key, request.api_version
         if log.isEnabledFor(logging.DEBUG):
@@ -316,9 +382,9 @@ class Connection(asyncio.BufferedProtocol):
                 pending = asyncio.get_running_loop().create_future()
                 pending.set_exception(exc)
             if self._waiting_produces or not pending.done():
-                self._defer_produce(request, pending)
+                self._defer_produce(request, pending, request_size)
                 return
-            await self._answer(request, pending)
+            await self._answer(request, pending, request_size)
             return
         if self._waiting_produces:
             # Anything else runs after the produces before it are answered, as it would if
@@ -326,10 +392,12 @@ class Connection(asyncio.BufferedProtocol):
             await self._produces_answered.wait()
         await self._answer(request, HANDLERS[api_key](services, request, self.info))
 
-    def _defer_produce(self, request: Request, pending: asyncio.Future[Any]) -> None:
+    def _defer_produce(
+        self, request: Request, pending: asyncio.Future[Any], request_size: int
+    ) -> None:
         """Take the next request while this produce waits for replication (its records are
         appended already, so appends stay in request order); answers go out in order."""
-        self._waiting_produces.append((request, pending))
+        self._waiting_produces.append((request, pending, request_size))
         self._produces_answered.clear()
         if self._produce_writer is None or self._produce_writer.done():
             self._produce_writer = asyncio.get_running_loop().create_task(
@@ -339,8 +407,8 @@ class Connection(asyncio.BufferedProtocol):
     async def _answer_waiting_produces(self) -> None:
         try:
             while self._waiting_produces and not self._closed:
-                request, pending = self._waiting_produces[0]
-                await self._answer(request, pending)
+                request, pending, request_size = self._waiting_produces[0]
+                await self._answer(request, pending, request_size)
                 self._waiting_produces.popleft()
         except ConnectionError:
             pass  # the connection went away: nobody to answer
@@ -348,8 +416,10 @@ class Connection(asyncio.BufferedProtocol):
             self._waiting_produces.clear()
             self._produces_answered.set()
 
-    async def _answer(self, request: Request, handling: Awaitable[Any]) -> None:
-        """Wait for a request's handling and write its answer."""
+    async def _answer(
+        self, request: Request, handling: Awaitable[Any], request_size: int = 0
+    ) -> None:
+        """Wait for a request's handling and write its answer (throttled by client quotas)."""
         api_key, version = request.api_key, request.api_version
         try:
             body = await handling
@@ -361,6 +431,16 @@ class Connection(asyncio.BufferedProtocol):
         except Exception:
             log.exception("%s v%d from %s failed", ApiKey(api_key).name, version, self.info.peer)
             body = error_response(api_key, version, request.body, ErrorCode.UNKNOWN_SERVER_ERROR)
+        if self._closed:
+            return
+        if api_key in (ApiKey.PRODUCE, ApiKey.FETCH):
+            body, throttle_ms = self._record_quota(request, body, request_size)
+            if throttle_ms > 0:
+                self._mute(throttle_ms)
+                if body is not None:
+                    body.throttle_time_ms = max(body.throttle_time_ms, throttle_ms)
+                if not client_throttles_itself(api_key, version):
+                    await asyncio.sleep(throttle_ms / 1000)  # the answer is the throttle
         if body is None or self._closed:
             return
         assert self.transport is not None

@@ -145,6 +145,11 @@ DEFINITIONS: dict[str, Definition] = {
     ),
     "producer.id.expiration.ms": Definition("int", 86400000, "", _at_least(1)),
     "request.timeout.ms": Definition("int", 30000, "controller-to-broker requests", _at_least(0)),
+    # client quotas (Kafka's QuotaConfig): the windows client rates are measured over
+    "quota.window.num": Definition("int", 11, "samples kept for client quotas", _at_least(1)),
+    "quota.window.size.seconds": Definition(
+        "int", 1, "time span of each client quota sample", _at_least(1)
+    ),
     # the group coordinator (Kafka's names and defaults)
     "offsets.topic.num.partitions": Definition(
         "int", 50, "partitions of __consumer_offsets (fixed once it exists)", _at_least(1)

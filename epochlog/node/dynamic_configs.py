@@ -9,7 +9,9 @@ partitions here get their new log config and min.insync.replicas) and to the con
 this broker is it (its cached topic configs; unclean.leader.election.enable); a change to the
 cluster default or to this broker's own configs recomputes the effective settings and applies
 them to the data plane, the controller elector and the active controller. Changes to other
-brokers' configs are not ours and are skipped.
+brokers' configs are not ours and are skipped. Client quotas (/config/users, /config/clients)
+are all read at start, before the listener, as Kafka's ZkConfigManager does, and each change
+goes to the data plane's `ClientQuotas`.
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ from kazoo.client import KazooClient
 
 from epochlog.broker.broker import Broker
 from epochlog.config.broker import BrokerConfig
+from epochlog.config.client_quotas import CLIENTS, USERS, entity_from_znode
 from epochlog.config.dynamic import BrokerLayers
 from epochlog.controller.elector import ControllerElector
+from epochlog.zk.client_quotas import read_all_quota_configs
 from epochlog.zk.config_changes import (
     BROKERS,
     DEFAULT_ENTITY,
@@ -72,10 +76,23 @@ class ZkDynamicConfigs:
     async def write_broker_config(self, broker_id: int | None, config: dict[str, str]) -> None:
         await asyncio.to_thread(change_entity_config, self.zk, BROKERS, _entity(broker_id), config)
 
+    async def read_quota_configs(self) -> list[tuple[str, str, dict[str, str]]]:
+        return await asyncio.to_thread(read_all_quota_configs, self.zk)
+
+    async def read_entity_config(self, config_type: str, name: str) -> dict[str, str]:
+        return await asyncio.to_thread(read_entity_config, self.zk, config_type, name)
+
+    async def write_entity_config(
+        self, config_type: str, name: str, config: dict[str, str]
+    ) -> None:
+        await asyncio.to_thread(change_entity_config, self.zk, config_type, name, config)
+
     # ------------------------------------------------------------------ applying
 
     async def start(self, broker: Broker, elector: ControllerElector) -> None:
         self.broker, self.elector = broker, elector
+        for config_type, name, config in await self.read_quota_configs():
+            self._apply_quota(broker, config_type, name, config)
         listener = ConfigChangeListener(self.zk, asyncio.get_running_loop(), self._on_change)
         self._listener = listener
         await asyncio.to_thread(listener.start)
@@ -92,6 +109,9 @@ class ZkDynamicConfigs:
             broker.apply_topic_config(name, config)
             if elector.controller is not None:
                 elector.controller.topic_config_changed(name, config)
+            return
+        if entity_type in (USERS, CLIENTS):
+            self._apply_quota(broker, entity_type, name, config)
             return
         if entity_type != BROKERS:
             return
@@ -112,6 +132,14 @@ class ZkDynamicConfigs:
         task = asyncio.get_running_loop().create_task(broker.reconfigure(effective))
         self._applying.add(task)
         task.add_done_callback(self._applying.discard)
+
+    @staticmethod
+    def _apply_quota(broker: Broker, config_type: str, name: str, config: dict[str, str]) -> None:
+        entity = entity_from_znode(config_type, name)
+        if entity is None:
+            log.warning("ignoring config of %s/%s: not a quota entity", config_type, name)
+            return
+        broker.services.client_quotas.apply_entity_config(entity, config)
 
 
 def _entity(broker_id: int | None) -> str:

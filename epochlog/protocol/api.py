@@ -58,6 +58,8 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_CONFIGS = 32  # dynamic configs
     ALTER_CONFIGS = 33
     INCREMENTAL_ALTER_CONFIGS = 44
+    DESCRIBE_CLIENT_QUOTAS = 48  # client quotas
+    ALTER_CLIENT_QUOTAS = 49
     PIN_CONTROLLER = m.pin_controller.API_KEY  # KIP-39, a vendor key Kafka does not use
 
 
@@ -124,6 +126,12 @@ APIS: dict[int, Api] = {
             m.IncrementalAlterConfigsRequest,
             m.IncrementalAlterConfigsResponse,
         ),
+        _api(
+            ApiKey.DESCRIBE_CLIENT_QUOTAS,
+            m.DescribeClientQuotasRequest,
+            m.DescribeClientQuotasResponse,
+        ),
+        _api(ApiKey.ALTER_CLIENT_QUOTAS, m.AlterClientQuotasRequest, m.AlterClientQuotasResponse),
     )
 }
 

@@ -216,6 +216,8 @@ class Example:
             return n % self.INTS[type_name][1] + 1
         if type_name == "int64":
             return n * 10_000_000_019
+        if type_name == "float64":
+            return n + 0.25
         if type_name == "bool":
             return True
         if type_name == "string":
@@ -261,6 +263,8 @@ class Example:
             return struct.pack(self.INTS[type_name][0], value)
         if type_name == "int64":
             return w.i64(value)
+        if type_name == "float64":
+            return struct.pack(">d", value)  # Java's writeDouble: IEEE 754, big-endian
         if type_name == "bool":
             return w.boolean(value)
         if type_name == "uuid":

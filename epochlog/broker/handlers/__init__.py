@@ -4,7 +4,8 @@ Each handler turns a decoded request into a response body (see `context` for the
 the modules group them: `api_versions`, `metadata` (Metadata, DescribeCluster), `produce`,
 `fetch`, `offsets` (ListOffsets, OffsetForLeaderEpoch), `admin` (the controller's APIs and
 InitProducerId), `control` (LeaderAndIsr, UpdateMetadata, StopReplica), `pin_controller`
-(KIP-39), `configs` (DescribeConfigs, AlterConfigs, IncrementalAlterConfigs), `groups`
+(KIP-39), `configs` (DescribeConfigs, AlterConfigs, IncrementalAlterConfigs),
+`client_quotas` (DescribeClientQuotas, AlterClientQuotas), `groups`
 (FindCoordinator, and the group APIs the coordinator answers). `errors` builds every API's
 error response.
 """
@@ -19,6 +20,10 @@ from epochlog.broker.handlers.admin import (
     handle_init_producer_id,
 )
 from epochlog.broker.handlers.api_versions import handle_api_versions
+from epochlog.broker.handlers.client_quotas import (
+    handle_alter_client_quotas,
+    handle_describe_client_quotas,
+)
 from epochlog.broker.handlers.configs import (
     handle_alter_configs,
     handle_describe_configs,
@@ -64,6 +69,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_CONFIGS: handle_describe_configs,
     ApiKey.ALTER_CONFIGS: handle_alter_configs,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: handle_describe_client_quotas,
+    ApiKey.ALTER_CLIENT_QUOTAS: handle_alter_client_quotas,
     **{
         key: handle_group_request
         for key in (

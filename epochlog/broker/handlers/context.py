@@ -12,9 +12,10 @@ answering, which is how Kafka reacts to a failed acks=0 produce.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from epochlog.broker.client_quotas import ClientQuotas
 from epochlog.broker.collaborators import (
     BrokerEpochHolder,
     ControllerGateway,
@@ -58,6 +59,7 @@ class BrokerServices:
     controller_pins: ControllerPins | None = None  # KIP-39 (None: no ZooKeeper, no pinning)
     group_coordinator: GroupCoordinatorGateway | None = None  # None: no groups served
     config_store: DynamicConfigStore | None = None  # None: no config APIs (no ZooKeeper)
+    client_quotas: ClientQuotas = field(default_factory=ClientQuotas)  # fed by config changes
 
     @property
     def kip380_enabled(self) -> bool:

@@ -316,6 +316,26 @@ def _alter_configs(cls: Any) -> Any:
     return build
 
 
+def _describe_client_quotas(version: int, body: Any, code: int, message: str | None) -> Message:
+    return m.DescribeClientQuotasResponse(error_code=code, error_message=message, entries=None)
+
+
+def _alter_client_quotas(version: int, body: Any, code: int, message: str | None) -> Message:
+    R = m.AlterClientQuotasResponse
+    entries = [
+        R.EntryData(
+            error_code=code,
+            error_message=message,
+            entity=[
+                R.EntityData(entity_type=e.entity_type, entity_name=e.entity_name)
+                for e in entry.entity
+            ],
+        )
+        for entry in (body.entries if body is not None else [])
+    ]
+    return R(entries=entries)
+
+
 _BUILDERS: dict[ApiKey, Any] = {
     ApiKey.PRODUCE: _produce,
     ApiKey.FETCH: _fetch,
@@ -347,5 +367,7 @@ _BUILDERS: dict[ApiKey, Any] = {
     ApiKey.DESCRIBE_CONFIGS: _describe_configs,
     ApiKey.ALTER_CONFIGS: _alter_configs(m.AlterConfigsResponse),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: _alter_configs(m.IncrementalAlterConfigsResponse),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: _describe_client_quotas,
+    ApiKey.ALTER_CLIENT_QUOTAS: _alter_client_quotas,
 }
 assert set(_BUILDERS) == set(APIS), "every API we serve needs an error response"

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from epochlog.broker.client_quotas import ANONYMOUS_USER
 from epochlog.broker.handlers.context import BrokerServices, ConnectionInfo
 from epochlog.broker.reads import (
     READ_COMMITTED,
@@ -45,12 +46,21 @@ async def handle_fetch(
         replica_id, replica_epoch = body.replica_state.replica_id, body.replica_state.replica_epoch
     else:
         replica_id, replica_epoch = body.replica_id, -1
+    max_bytes = body.max_bytes
+    if replica_id < 0:
+        # A consumer under a byte-rate quota gets at most what the quota window holds
+        # (Kafka's getMaxValueInQuotaWindow), so one answer cannot overrun it by far.
+        most = services.client_quotas.fetch.max_value_in_window(
+            ANONYMOUS_USER, request.header.client_id or ""
+        )
+        if most is not None:
+            max_bytes = max(1, min(max_bytes, int(most)))
     params = FetchParams(
         replica_id=replica_id,
         replica_epoch=replica_epoch,
         max_wait_ms=body.max_wait_ms,
-        min_bytes=body.min_bytes,
-        max_bytes=body.max_bytes,
+        min_bytes=min(body.min_bytes, max_bytes),
+        max_bytes=max_bytes,
         isolation_level=body.isolation_level,
     )
     requests: list[PartitionFetch] = []

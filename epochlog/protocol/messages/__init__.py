@@ -13,6 +13,7 @@ from epochlog.protocol.codec import message_class
 from epochlog.protocol.messages import (
     alter_partition,
     api_versions,
+    client_quotas,
     configs,
     consumer_protocol,
     controlled_shutdown,
@@ -107,6 +108,12 @@ AlterConfigsRequest = message_class(configs.ALTER_REQUEST)
 AlterConfigsResponse = message_class(configs.ALTER_RESPONSE)
 IncrementalAlterConfigsRequest = message_class(configs.INCREMENTAL_ALTER_REQUEST)
 IncrementalAlterConfigsResponse = message_class(configs.INCREMENTAL_ALTER_RESPONSE)
+
+# Client quotas (issue 16).
+DescribeClientQuotasRequest = message_class(client_quotas.DESCRIBE_REQUEST)
+DescribeClientQuotasResponse = message_class(client_quotas.DESCRIBE_RESPONSE)
+AlterClientQuotasRequest = message_class(client_quotas.ALTER_REQUEST)
+AlterClientQuotasResponse = message_class(client_quotas.ALTER_RESPONSE)
 
 # __consumer_offsets record keys and values (Kafka's "data" schemas, no API key).
 OffsetCommitKey = message_class(group_records.OFFSET_COMMIT_KEY)
