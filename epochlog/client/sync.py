@@ -514,6 +514,12 @@ class Admin:
     def incremental_alter_configs(self, ops: Any, **options: Any) -> None:
         self._thread.run(self._admin.incremental_alter_configs(ops, **options))
 
+    def describe_client_quotas(self, components: Any = (), **options: Any) -> Any:
+        return self._thread.run(self._admin.describe_client_quotas(components, **options))
+
+    def alter_client_quotas(self, alterations: Any, **options: Any) -> None:
+        self._thread.run(self._admin.alter_client_quotas(alterations, **options))
+
     def create_topic(
         self,
         name: str,
