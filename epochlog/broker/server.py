@@ -157,6 +157,7 @@ class Connection(asyncio.BufferedProtocol):
         # Client quotas: muted (no reading, no next request) until this loop time.
         self._throttled_until = 0.0
         self._throttle_paused = False
+        self._unmute_timer: asyncio.TimerHandle | None = None
 
     # ---------------------------------------------------------------- asyncio protocol
 
@@ -282,11 +283,16 @@ class Connection(asyncio.BufferedProtocol):
             self._throttle_paused = True
             if not self._read_paused:
                 self.transport.pause_reading()
-        loop.call_at(until, self._unmute)
+        # One timer per connection, replaced when a mute extends it. (The loop may run a timer
+        # up to its clock resolution early, so the timer itself ends the mute, no time check.)
+        if self._unmute_timer is not None:
+            self._unmute_timer.cancel()
+        self._unmute_timer = loop.call_at(until, self._unmute)
 
     def _unmute(self) -> None:
-        if not self._throttle_paused or asyncio.get_running_loop().time() < self._throttled_until:
-            return  # a later mute extended it; its own call ends it
+        self._unmute_timer = None
+        if not self._throttle_paused:
+            return
         self._throttle_paused = False
         if not self._read_paused and not self._closed and self.transport is not None:
             self.transport.resume_reading()
@@ -436,6 +442,13 @@ class Connection(asyncio.BufferedProtocol):
         if api_key in (ApiKey.PRODUCE, ApiKey.FETCH):
             body, throttle_ms = self._record_quota(request, body, request_size)
             if throttle_ms > 0:
+                log.debug(
+                    "throttling %s (%s v%d) for %d ms",
+                    self.info.peer,
+                    ApiKey(api_key).name,
+                    version,
+                    throttle_ms,
+                )
                 self._mute(throttle_ms)
                 if body is not None:
                     body.throttle_time_ms = max(body.throttle_time_ms, throttle_ms)

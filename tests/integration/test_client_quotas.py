@@ -12,6 +12,7 @@ only through the change notification.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -59,8 +60,12 @@ def kp_admin(cluster: LocalCluster) -> Iterator[KafkaAdminClient]:
 
 def kp_send(kp: KafkaAdminClient, request: Any, node_id: int) -> Any:
     async def send() -> Any:
-        if kp._manager.cluster.broker_metadata(node_id) is None:  # a broker it has not seen yet
+        deadline = time.monotonic() + 30
+        # A broker its metadata does not list yet (just after the cluster started): ask again.
+        while kp._manager.cluster.broker_metadata(node_id) is None:
+            assert time.monotonic() < deadline, f"kafka-python never learned broker {node_id}"
             await kp._manager.cluster.refresh_metadata()
+            await asyncio.sleep(0.1)
         return await kp._manager.send(request, node_id=node_id)
 
     return kp._manager.run(send)
