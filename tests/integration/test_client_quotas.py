@@ -12,7 +12,6 @@ only through the change notification.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -20,6 +19,7 @@ from typing import Any
 
 import confluent_kafka as ck
 import pytest
+from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient
 from kafka.protocol.admin import (
     AlterClientQuotasRequest,
@@ -59,13 +59,14 @@ def kp_admin(cluster: LocalCluster) -> Iterator[KafkaAdminClient]:
 
 
 def kp_send(kp: KafkaAdminClient, request: Any, node_id: int) -> Any:
-    async def send() -> Any:
-        deadline = time.monotonic() + 30
-        # A broker its metadata does not list yet (just after the cluster started): ask again.
-        while kp._manager.cluster.broker_metadata(node_id) is None:
-            assert time.monotonic() < deadline, f"kafka-python never learned broker {node_id}"
-            await kp._manager.cluster.refresh_metadata()
-            await asyncio.sleep(0.1)
+    deadline = time.monotonic() + 30
+    # A broker its metadata does not list yet (just after the cluster started): ask again.
+    while kp._manager.cluster.broker_metadata(node_id) is None:
+        assert time.monotonic() < deadline, f"kafka-python never learned broker {node_id}"
+        kp._manager.run(kp._manager.cluster.refresh_metadata)
+        time.sleep(0.1)
+
+    async def send() -> Any:  # run by kafka-python's own event loop
         return await kp._manager.send(request, node_id=node_id)
 
     return kp._manager.run(send)
@@ -358,6 +359,49 @@ def test_a_producer_over_its_quota_is_throttled_and_others_are_not(
 
     _, throttle_ms = produce(cluster, "quota-produce", "slow-writer", 500)
     assert throttle_ms == 0
+
+
+def test_an_old_producer_under_a_user_and_client_quota_gets_delayed_answers(
+    cluster: LocalCluster, admin: Admin
+) -> None:
+    """kafka-python pinned to Kafka 1.0 sends Produce v5, whose clients do not hold back by
+    themselves: the broker delays each throttled answer. The quota is set for the user every
+    unauthenticated connection has, ANONYMOUS, with this client id."""
+    make_topic(cluster, admin, "quota-old-produce")
+    entity = (("user", "ANONYMOUS"), ("client-id", "old-writer"))
+    applied_everywhere(
+        cluster,
+        "users/ANONYMOUS/clients/old-writer",
+        lambda: admin.alter_client_quotas({entity: {"producer_byte_rate": QUOTA}}),
+    )
+    producer = KafkaProducer(
+        bootstrap_servers=cluster.bootstrap_servers,
+        client_id="old-writer",
+        api_version=(1, 0),
+        acks=1,
+        batch_size=10_000,
+        linger_ms=1,
+    )
+    try:
+        start = time.monotonic()
+        for _ in range(400):
+            producer.send("quota-old-produce", RECORD)
+        producer.flush(120)
+        rate = 400 * len(RECORD) / (time.monotonic() - start)
+        throttle_max = max(
+            (
+                value
+                for group in producer.metrics().values()
+                for name, value in group.items()
+                if name == "throttle-time-max" and isinstance(value, float | int)
+            ),
+            default=0,
+        )
+    finally:
+        producer.close()
+        admin.alter_client_quotas({entity: {"producer_byte_rate": None}})
+    assert throttle_max > 0
+    assert rate < 2 * QUOTA, f"{rate / 1024:.0f} KB/s under a {QUOTA // 1024} KB/s quota"
 
 
 def test_a_consumer_over_its_quota_is_throttled(cluster: LocalCluster, admin: Admin) -> None:
