@@ -9,9 +9,10 @@ The data plane knows nothing about ZooKeeper. The process wiring (`node/process.
   handlers read `epoch`, and the HW-checkpoint guard compares it with the generation of the last
   applied LeaderAndIsr. Listeners hear about every change.
 - `ControllerGateway`: the controller running in this process. CreateTopics, DeleteTopics,
-  ControlledShutdown and AlterPartition sent to this broker are answered by it when it is the
-  active controller (`is_active`); otherwise the handlers answer NOT_CONTROLLER (or, for
-  ControlledShutdown, STALE_CONTROLLER_EPOCH, as Kafka's ZK controller does) themselves.
+  ControlledShutdown, AlterPartition and the reassignment APIs (KIP-455) sent to this broker
+  are answered by it when it is the active controller (`is_active`); otherwise the handlers
+  answer NOT_CONTROLLER (or, for ControlledShutdown, STALE_CONTROLLER_EPOCH, as Kafka's ZK
+  controller does) themselves.
 - `TopicAutoCreator`: writes a topic znode when Metadata asks for an unknown topic and
   auto-creation is on; the controller then creates the partitions and tells the brokers.
 - `ProducerIdSource`: producer ids for InitProducerId (ZooKeeper-backed blocks in production).
@@ -79,6 +80,10 @@ class ControllerGateway(Protocol):
     async def controlled_shutdown(self, request: Any, version: int) -> Any: ...
 
     async def alter_partition(self, request: Any, version: int) -> Any: ...
+
+    async def alter_partition_reassignments(self, request: Any, version: int) -> Any: ...
+
+    async def list_partition_reassignments(self, request: Any, version: int) -> Any: ...
 
 
 @runtime_checkable
@@ -154,6 +159,12 @@ class NoController:
         raise RuntimeError("not the controller")
 
     async def alter_partition(self, request: Any, version: int) -> Any:
+        raise RuntimeError("not the controller")
+
+    async def alter_partition_reassignments(self, request: Any, version: int) -> Any:
+        raise RuntimeError("not the controller")
+
+    async def list_partition_reassignments(self, request: Any, version: int) -> Any:
         raise RuntimeError("not the controller")
 
 

@@ -44,6 +44,7 @@ from epochlog.controller.decisions import (
     on_preferred_election,
     on_topic_deletion,
 )
+from epochlog.controller.reassignment_events import ReassignmentEvents
 from epochlog.controller.requests import ControllerRequests
 from epochlog.controller.storage_events import StorageEvents
 from epochlog.faults import FaultInjector
@@ -80,7 +81,7 @@ def _broker_info(registered: RegisteredBroker) -> BrokerInfo:
     )
 
 
-class Controller(ControllerRequests, StorageEvents):
+class Controller(ControllerRequests, StorageEvents, ReassignmentEvents):
     def __init__(
         self,
         broker_id: int,
@@ -265,6 +266,10 @@ class Controller(ControllerRequests, StorageEvents):
                 self.writer.set_topic_assignment, topic, replace(assignment, topic_id=topic_id)
             )
         self.ctx.add_topic(topic, topic_id, dict(assignment.partitions))
+        for partition, adding in assignment.adding_replicas.items():  # reassignments (KIP-455)
+            self.ctx.adding_replicas[(topic, partition)] = tuple(adding)
+        for partition, removing in assignment.removing_replicas.items():
+            self.ctx.removing_replicas[(topic, partition)] = tuple(removing)
 
     @staticmethod
     def _leader_isr(state: PartitionState, version: int) -> LeaderIsr:
@@ -361,6 +366,7 @@ class Controller(ControllerRequests, StorageEvents):
         )
         if self.ctx.topics_being_deleted:
             await self._delete_topics(sorted(self.ctx.topics_being_deleted))
+        await self._resume_reassignments()
 
     async def _broker_change(self) -> None:
         await self.faults.before_event("BROKER_CHANGE")  # tests: a controller busy elsewhere
@@ -400,6 +406,7 @@ class Controller(ControllerRequests, StorageEvents):
                 self.ctx.live_brokers[broker_id] = info
                 self.channel.add_broker(info)
             await self._execute(on_broker_startup(self.ctx, change.bounced, self._unclean))
+        await self._resume_reassignments()
 
     async def _topic_change(self) -> list[asyncio.Future[Any]]:
         topics = await asyncio.to_thread(zkc.list_topics, self.zk)

@@ -87,6 +87,12 @@ class ControllerGateway:
     async def alter_partition(self, request: Any, version: int) -> Any:
         return await self._ask(lambda c: c.alter_partition(request, version))
 
+    async def alter_partition_reassignments(self, request: Any, version: int) -> Any:
+        return await self._ask(lambda c: c.alter_partition_reassignments(request, version))
+
+    async def list_partition_reassignments(self, request: Any, version: int) -> Any:
+        return await self._ask(lambda c: c.list_partition_reassignments(request, version))
+
 
 class ZkControllerPins:
     """PinController (KIP-39) through this broker's ZooKeeper session: any broker answers it.

@@ -46,6 +46,8 @@ class ApiKey(enum.IntEnum):
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
     DELETE_GROUPS = 42
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
     ALTER_PARTITION = 56
     DESCRIBE_CLUSTER = 60
@@ -108,6 +110,16 @@ APIS: dict[int, Api] = {
         _api(ApiKey.LIST_GROUPS, m.ListGroupsRequest, m.ListGroupsResponse),
         _api(ApiKey.DELETE_GROUPS, m.DeleteGroupsRequest, m.DeleteGroupsResponse),
         _api(ApiKey.OFFSET_DELETE, m.OffsetDeleteRequest, m.OffsetDeleteResponse),
+        _api(
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+            m.AlterPartitionReassignmentsRequest,
+            m.AlterPartitionReassignmentsResponse,
+        ),
+        _api(
+            ApiKey.LIST_PARTITION_REASSIGNMENTS,
+            m.ListPartitionReassignmentsRequest,
+            m.ListPartitionReassignmentsResponse,
+        ),
     )
 }
 

@@ -4,8 +4,9 @@ Each handler turns a decoded request into a response body (see `context` for the
 the modules group them: `api_versions`, `metadata` (Metadata, DescribeCluster), `produce`,
 `fetch`, `offsets` (ListOffsets, OffsetForLeaderEpoch), `admin` (the controller's APIs and
 InitProducerId), `control` (LeaderAndIsr, UpdateMetadata, StopReplica), `pin_controller`
-(KIP-39), `groups` (FindCoordinator, and the group APIs the coordinator answers). `errors` builds
-every API's error response.
+(KIP-39), `groups` (FindCoordinator, and the group APIs the coordinator answers),
+`reassignments` (KIP-455's two APIs, for the controller). `errors` builds every API's error
+response.
 """
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ from epochlog.broker.handlers.metadata import handle_describe_cluster, handle_me
 from epochlog.broker.handlers.offsets import handle_list_offsets, handle_offset_for_leader_epoch
 from epochlog.broker.handlers.pin_controller import handle_pin_controller
 from epochlog.broker.handlers.produce import handle_produce
+from epochlog.broker.handlers.reassignments import (
+    handle_alter_partition_reassignments,
+    handle_list_partition_reassignments,
+)
 from epochlog.protocol.api import APIS, ApiKey
 
 HANDLERS: dict[int, Handler] = {
@@ -55,6 +60,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
     ApiKey.PIN_CONTROLLER: handle_pin_controller,
     ApiKey.FIND_COORDINATOR: handle_find_coordinator,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: handle_alter_partition_reassignments,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
     **{
         key: handle_group_request
         for key in (

@@ -301,6 +301,31 @@ def _delete_groups(version: int, body: Any, code: int, message: str | None) -> M
     return R(results=[R.DeletableGroupResult(group_id=g, error_code=code) for g in names])
 
 
+def _alter_partition_reassignments(
+    version: int, body: Any, code: int, message: str | None
+) -> Message:
+    R = m.AlterPartitionReassignmentsResponse
+    topics = [
+        R.ReassignableTopicResponse(
+            name=t.name,
+            partitions=[
+                R.ReassignablePartitionResponse(
+                    partition_index=p.partition_index, error_code=code, error_message=message
+                )
+                for p in t.partitions
+            ],
+        )
+        for t in (body.topics if body is not None else [])
+    ]
+    return R(error_code=code, error_message=message, responses=topics)
+
+
+def _list_partition_reassignments(
+    version: int, body: Any, code: int, message: str | None
+) -> Message:
+    return m.ListPartitionReassignmentsResponse(error_code=code, error_message=message)
+
+
 _BUILDERS: dict[ApiKey, Any] = {
     ApiKey.PRODUCE: _produce,
     ApiKey.FETCH: _fetch,
@@ -329,5 +354,7 @@ _BUILDERS: dict[ApiKey, Any] = {
     ApiKey.LIST_GROUPS: _top_level(m.ListGroupsResponse),
     ApiKey.DELETE_GROUPS: _delete_groups,
     ApiKey.OFFSET_DELETE: _top_level(m.OffsetDeleteResponse),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: _alter_partition_reassignments,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: _list_partition_reassignments,
 }
 assert set(_BUILDERS) == set(APIS), "every API we serve needs an error response"

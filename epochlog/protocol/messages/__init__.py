@@ -35,6 +35,7 @@ from epochlog.protocol.messages import (
     offset_delete,
     offset_fetch,
     offset_for_leader_epoch,
+    partition_reassignments,
     pin_controller,
     produce,
     stop_replica,
@@ -98,6 +99,12 @@ DeleteGroupsRequest = message_class(delete_groups.REQUEST)
 DeleteGroupsResponse = message_class(delete_groups.RESPONSE)
 OffsetDeleteRequest = message_class(offset_delete.REQUEST)
 OffsetDeleteResponse = message_class(offset_delete.RESPONSE)
+
+# Partition reassignments (KIP-455), answered by the controller.
+AlterPartitionReassignmentsRequest = message_class(partition_reassignments.ALTER_REQUEST)
+AlterPartitionReassignmentsResponse = message_class(partition_reassignments.ALTER_RESPONSE)
+ListPartitionReassignmentsRequest = message_class(partition_reassignments.LIST_REQUEST)
+ListPartitionReassignmentsResponse = message_class(partition_reassignments.LIST_RESPONSE)
 
 # __consumer_offsets record keys and values (Kafka's "data" schemas, no API key).
 OffsetCommitKey = message_class(group_records.OFFSET_COMMIT_KEY)
