@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from epochlog.client.admin import AsyncAdmin, ClusterDescription, NewTopic, TopicDescription
+    from epochlog.client.admin_reassign import PartitionReassignment
     from epochlog.client.config import ClientConfig, Role, load_config
     from epochlog.client.connection import BrokerConnection
     from epochlog.client.consumer import AsyncConsumer
@@ -85,6 +86,7 @@ _EXPORTS: dict[str, str] = {
     "OffsetAndTimestamp": "epochlog.client.list_offsets",
     "OffsetOutOfRangeError": "epochlog.client.errors",
     "PartitionInfo": "epochlog.client.metadata",
+    "PartitionReassignment": "epochlog.client.admin_reassign",
     "PinState": "epochlog.protocol.messages.pin_controller",
     "PinStatus": "epochlog.protocol.messages.pin_controller",
     "Producer": "epochlog.client.sync",
@@ -142,6 +144,7 @@ __all__ = [
     "OffsetAndTimestamp",
     "OffsetOutOfRangeError",
     "PartitionInfo",
+    "PartitionReassignment",
     "PinState",
     "PinStatus",
     "Producer",

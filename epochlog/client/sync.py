@@ -29,11 +29,12 @@ import concurrent.futures
 import queue
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from epochlog.aio import wait_for
 from epochlog.client.admin import AsyncAdmin, ClusterDescription, NewTopic, TopicDescription
+from epochlog.client.admin_reassign import PartitionReassignment
 from epochlog.client.consumer import AsyncConsumer, OffsetAndTimestamp, RebalanceCallback
 from epochlog.client.delivery import DeliveryFuture
 from epochlog.client.errors import ClientClosedError, KafkaError
@@ -571,6 +572,24 @@ class Admin:
 
     def describe_controller_pin(self, *, timeout: float | None = None) -> PinStatus:
         return self._thread.run(self._admin.describe_controller_pin(timeout=timeout))
+
+    # ---------------------------------------------------------------- reassignments (KIP-455)
+
+    def alter_partition_reassignments(
+        self,
+        reassignments: Mapping[tuple[str, int], Sequence[int] | None],
+        *,
+        timeout: float | None = None,
+    ) -> dict[TopicPartition, KafkaError | None]:
+        return self._thread.run(
+            self._admin.alter_partition_reassignments(dict(reassignments), timeout=timeout)
+        )
+
+    def list_partition_reassignments(
+        self, partitions: Iterable[tuple[str, int]] | None = None, *, timeout: float | None = None
+    ) -> dict[TopicPartition, PartitionReassignment]:
+        parts = None if partitions is None else list(partitions)
+        return self._thread.run(self._admin.list_partition_reassignments(parts, timeout=timeout))
 
     # ---------------------------------------------------------------- consumer groups
 
