@@ -86,14 +86,17 @@ class ReassignmentEvents:
         verdict = validate_reassignment(self.ctx, tp, target)
         if isinstance(verdict, Refusal):
             return verdict.error, verdict.message
-        log.info(
-            "reassignment of %s-%d: replicas %s -> %s (adding %s, removing %s)",
-            *tp,
-            list(self.ctx.assignments[tp]),
-            list(verdict.target),
-            list(verdict.adding),
-            list(verdict.removing),
-        )
+        if target is None:
+            log.info("reassignment of %s-%d cancelled: back to %s", *tp, list(verdict.target))
+        else:
+            log.info(
+                "reassignment of %s-%d: replicas %s -> %s (adding %s, removing %s)",
+                *tp,
+                list(self.ctx.assignments[tp]),
+                list(verdict.target),
+                list(verdict.adding),
+                list(verdict.removing),
+            )
         try:
             await self._perform(start_reassignment(self.ctx, tp, verdict))
         except zkc.ControllerMovedError:
