@@ -109,6 +109,8 @@ class Controller(ControllerRequests, StorageEvents, ReassignmentEvents):
         # stops answers them ControllerMovedError at once, so no caller waits out its timeout.
         self._waiting: set[asyncio.Future[Any]] = set()
         self._resends: dict[int, int] = {}
+        self._zk_reassignments: dict[TopicPartition, tuple[int, ...]] = {}
+        self._zk_reassignments_czxid = 0
 
     @property
     def is_active(self) -> bool:
@@ -140,6 +142,7 @@ class Controller(ControllerRequests, StorageEvents, ReassignmentEvents):
                 self.zk, loop, lambda _topics: self._enqueue(self._topic_deletion)
             ),
             self._watch_log_dir_events(loop),
+            self._watch_zk_reassignments(loop),
         ]
         if self.config["auto.leader.rebalance.enable"]:
             self._timers.append(loop.create_task(self._rebalance_timer()))

@@ -109,44 +109,47 @@ def reassigning_partitions(ctx: ControllerContext) -> list[TopicPartition]:
 def validate_reassignment(
     ctx: ControllerContext, tp: TopicPartition, target: Sequence[int] | None
 ) -> ReplicaAssignment | Refusal:
-    """The assignment a request for `tp` asks for (`target` None: cancel), or why not."""
+    """The assignment a request for `tp` asks for (`target` None: cancel), or why not. The
+    checks run in Kafka's order (processApiPartitionReassignment): the replica list, then
+    whether there is a reassignment to cancel, then whether the partition exists."""
     topic, partition = tp
-    if topic in ctx.topics_being_deleted or tp not in ctx.assignments:
-        return Refusal(
-            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"partition {topic}-{partition} does not exist"
-        )
-    current = assignment_of(ctx, tp)
+    name = f"{topic}-{partition}"
+    known = tp in ctx.assignments
+    current = assignment_of(ctx, tp) if known else ReplicaAssignment(())
     if target is None:
         if not current.is_being_reassigned:
             return Refusal(
                 ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
-                f"no reassignment of {topic}-{partition} is in progress to cancel",
+                f"no reassignment of {name} is in progress to cancel",
             )
-        return current.reassign_to(current.origin)
-    replicas = list(target)
-    if not replicas:
-        return Refusal(
-            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-            f"{topic}-{partition}: empty replica list in partition reassignment",
-        )
-    if len(set(replicas)) != len(replicas):
-        return Refusal(
-            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-            f"{topic}-{partition}: duplicate broker ids in replica list {replicas}",
-        )
-    if any(r < 0 for r in replicas):
-        return Refusal(
-            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-            f"{topic}-{partition}: invalid broker id in replica list {replicas}",
-        )
-    new = current.reassign_to(replicas)
-    dead = [r for r in new.adding if not ctx.is_live(r)]
-    if dead:
-        return Refusal(
-            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-            f"{topic}-{partition}: replica list {replicas} has brokers that are not alive: "
-            f"{dead} (live brokers: {sorted(ctx.live_brokers)})",
-        )
+        new = current.reassign_to(current.origin)
+    else:
+        replicas = list(target)
+        if not replicas:
+            return Refusal(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"{name}: empty replica list in partition reassignment",
+            )
+        if len(set(replicas)) != len(replicas):
+            return Refusal(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"{name}: duplicate broker ids in replica list {replicas}",
+            )
+        if any(r < 0 for r in replicas):
+            return Refusal(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"{name}: invalid broker id in replica list {replicas}",
+            )
+        new = current.reassign_to(replicas)
+        dead = [r for r in new.adding if not ctx.is_live(r)]
+        if dead:
+            return Refusal(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"{name}: replica list {replicas} has brokers that are not alive: {dead} "
+                f"(live brokers: {sorted(ctx.live_brokers)})",
+            )
+    if not known or topic in ctx.topics_being_deleted:
+        return Refusal(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"partition {name} does not exist")
     return new
 
 

@@ -9,6 +9,12 @@ context, then the requests. A reassignment moves on when an accepted AlterPartit
 ISR (`_after_isr_change`), when brokers come and go, and when a new controller has loaded the
 znodes (`_resume_reassignments`), so one that a controller failover interrupts is finished by
 the next controller.
+
+The ZooKeeper-mode request, the /admin/reassign_partitions znode (`zk.reassign_partitions`), is
+honoured as Kafka's controller honours it: its entries start when it is created or when a
+controller takes over, each leaves it when its reassignment completes or an
+AlterPartitionReassignments request supersedes it (entries refused by the API's checks leave at
+once), and the znode is deleted when empty.
 """
 
 from __future__ import annotations
@@ -18,12 +24,17 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+from kazoo.protocol.states import ZnodeStat
+
 from epochlog.controller.channel import ControllerChannel
 from epochlog.controller.context import ControllerContext, TopicPartition
 from epochlog.controller.decisions import Plan
 from epochlog.controller.reassignment import (
     ReassignmentStep,
     Refusal,
+    assignment_of,
     continue_reassignments,
     reassigning_partitions,
     start_reassignment,
@@ -33,7 +44,13 @@ from epochlog.controller.request_batch import ControlRequest
 from epochlog.protocol import messages as m
 from epochlog.protocol.errors import ErrorCode
 from epochlog.zk import controller_zk as zkc
-from epochlog.zk.znodes import TopicAssignment
+from epochlog.zk.reassign_partitions import (
+    REASSIGN_PARTITIONS_PATH,
+    decode_reassign_partitions,
+    encode_reassign_partitions,
+)
+from epochlog.zk.session import TransactionFailedError, WatchHandle, watch_data
+from epochlog.zk.znodes import TopicAssignment, ZNodeDecodeError
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +61,13 @@ class ReassignmentEvents:
     """Mixed into `Controller`; the attributes below are the controller's."""
 
     ctx: ControllerContext
+    zk: KazooClient
     writer: zkc.FencedWriter
     channel: ControllerChannel
+    # /admin/reassign_partitions as this controller last wrote or read it, and the creation
+    # (czxid) of the znode it has handled: its own rewrites do not start anything again
+    _zk_reassignments: dict[TopicPartition, tuple[int, ...]]
+    _zk_reassignments_czxid: int
     _enqueue: Callable[[Event], None]
     _enqueue_and_wait: Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]]
     _write: Callable[[Plan], Awaitable[set[TopicPartition]]]
@@ -97,6 +119,7 @@ class ReassignmentEvents:
                 list(verdict.adding),
                 list(verdict.removing),
             )
+        await self._drop_zk_reassignment(tp)  # the latest request wins
         try:
             await self._perform(start_reassignment(self.ctx, tp, verdict))
         except zkc.ControllerMovedError:
@@ -166,6 +189,66 @@ class ReassignmentEvents:
         for step in continue_reassignments(self.ctx, partitions):
             await self._perform(step)
 
+    # ------------------------------------------------------------------- /admin/reassign_partitions
+
+    def _watch_zk_reassignments(self, loop: asyncio.AbstractEventLoop) -> WatchHandle:
+        def changed(_data: bytes | None, stat: ZnodeStat | None) -> None:
+            if stat is not None and stat.czxid != self._zk_reassignments_czxid:
+                self._zk_reassignments_czxid = stat.czxid
+                self._enqueue(self._zk_reassignment_request)
+
+        return watch_data(self.zk, REASSIGN_PARTITIONS_PATH, loop, changed)
+
+    async def _zk_reassignment_request(self) -> None:
+        def read() -> bytes | None:
+            try:
+                return self.zk.get(REASSIGN_PARTITIONS_PATH)[0]
+            except NoNodeError:
+                return None
+
+        data = await asyncio.to_thread(read)
+        if data is None:
+            return
+        try:
+            entries = decode_reassign_partitions(data)
+        except ZNodeDecodeError as exc:
+            log.warning("%s; deleting it", exc)
+            await asyncio.to_thread(self.writer.delete_paths, [REASSIGN_PARTITIONS_PATH])
+            return
+        kept: dict[TopicPartition, tuple[int, ...]] = {}
+        starts = []
+        for tp, target in entries.items():
+            verdict = validate_reassignment(self.ctx, tp, target)
+            if isinstance(verdict, Refusal):
+                log.warning("%s: %s (dropped)", REASSIGN_PARTITIONS_PATH, verdict.message)
+                continue
+            kept[tp] = target
+            current = assignment_of(self.ctx, tp)
+            if not (current.is_being_reassigned and verdict == current):  # else: running
+                starts.append((tp, verdict))
+        self._zk_reassignments = kept
+        if self._zk_reassignments != entries:
+            await self._write_zk_reassignments()
+        log.info("%s: %d partition reassignments", REASSIGN_PARTITIONS_PATH, len(starts))
+        for tp, verdict in starts:
+            await self._perform(start_reassignment(self.ctx, tp, verdict))
+
+    async def _drop_zk_reassignment(self, tp: TopicPartition) -> None:
+        if self._zk_reassignments.pop(tp, None) is not None:
+            await self._write_zk_reassignments()
+
+    async def _write_zk_reassignments(self) -> None:
+        if self._zk_reassignments:
+            data = encode_reassign_partitions(self._zk_reassignments)
+            op = zkc.WriteOp("set", REASSIGN_PARTITIONS_PATH, data)
+            try:
+                await asyncio.to_thread(self.writer.commit, [op])
+            except TransactionFailedError as exc:  # deleted by an operator meanwhile
+                log.warning("cannot rewrite %s: %s", REASSIGN_PARTITIONS_PATH, exc.error)
+                self._zk_reassignments.clear()
+        else:
+            await asyncio.to_thread(self.writer.delete_paths, [REASSIGN_PARTITIONS_PATH])
+
     # ------------------------------------------------------------------- I/O
 
     async def _perform(self, step: ReassignmentStep) -> None:
@@ -184,6 +267,8 @@ class ReassignmentEvents:
             log.info(
                 "reassignment of %s-%d complete: replicas %s", *tp, list(step.assignment.replicas)
             )
+            if self._zk_reassignments.get(tp) == step.assignment.replicas:
+                await self._drop_zk_reassignment(tp)
         for request in step.plan.batch.build(self.ctx):
             future = self.channel.send(request)
             self._watch_answer(request, future)

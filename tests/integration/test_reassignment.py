@@ -26,6 +26,7 @@ from epochlog.client import Admin, NewTopic
 from epochlog.protocol.errors import ErrorCode
 from epochlog.testing.cluster import LocalCluster
 from epochlog.testing.faults import FaultRules
+from epochlog.zk.reassign_partitions import REASSIGN_PARTITIONS_PATH, encode_reassign_partitions
 from epochlog.zk.session import close_client, connect
 
 HOLD_BROKER_4 = [{"api": "FETCH", "source": 4, "action": "hold"}]
@@ -322,6 +323,26 @@ def test_kafka_pythons_admin_client_reassigns_lists_and_cancels(
         wait_until(lambda: not log_dir(cluster, 3, topic).exists(), what="broker 3's log")
     finally:
         client.close()
+
+
+def test_the_zookeeper_request_znode_admin_reassign_partitions_is_honoured(
+    cluster: LocalCluster, admin: Admin
+) -> None:
+    topic = "by-znode"
+    make_topic(cluster, admin, topic, [1, 2, 3], records=100)
+    client = connect(cluster.zk_connect or "", session_timeout_ms=4000)
+    try:
+        # as kafka-reassign-partitions --zookeeper wrote it; the unknown partition is dropped
+        request = encode_reassign_partitions({(topic, 0): [3, 2, 4], ("nope", 0): [1]})
+        client.create(REASSIGN_PARTITIONS_PATH, request, makepath=True)
+        wait_until(moved(admin, topic, [3, 2, 4]), what="the move to 3,2,4")
+        wait_until(
+            lambda: client.exists(REASSIGN_PARTITIONS_PATH) is None,
+            what="the znode deleted once its reassignments are done",
+        )
+        assert partition(admin, topic).leader == 3
+    finally:
+        close_client(client)
 
 
 def test_a_reassignment_interrupted_by_a_controller_kill_completes_under_the_next(

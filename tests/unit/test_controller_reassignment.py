@@ -5,6 +5,8 @@ from __future__ import annotations
 import uuid
 from dataclasses import replace
 
+import pytest
+
 from epochlog.controller.context import BrokerInfo, ControllerContext, LeaderIsr, TopicPartition
 from epochlog.controller.reassignment import (
     ReassignmentStep,
@@ -18,6 +20,8 @@ from epochlog.controller.reassignment import (
 )
 from epochlog.protocol.api import ApiKey
 from epochlog.protocol.errors import ErrorCode
+from epochlog.zk.reassign_partitions import decode_reassign_partitions, encode_reassign_partitions
+from epochlog.zk.znodes import ZNodeDecodeError
 
 TP: TopicPartition = ("t", 0)
 
@@ -186,6 +190,8 @@ def test_requests_are_refused_with_kafkas_errors_and_change_nothing() -> None:
 
     assert refusal(("nope", 0), (1, 2)) is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert refusal(("t", 9), (1, 2)) is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert refusal(("t", 9), (1, 9)) is ErrorCode.INVALID_REPLICA_ASSIGNMENT  # Kafka's order
+    assert refusal(("nope", 0), None) is ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
     assert refusal(TP, None) is ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
     assert refusal(TP, ()) is ErrorCode.INVALID_REPLICA_ASSIGNMENT
     assert refusal(TP, (2, 2, 3)) is ErrorCode.INVALID_REPLICA_ASSIGNMENT
@@ -193,6 +199,9 @@ def test_requests_are_refused_with_kafkas_errors_and_change_nothing() -> None:
     assert refusal(TP, (2, 3, 9)) is ErrorCode.INVALID_REPLICA_ASSIGNMENT  # 9 is not alive
     ctx.topics_being_deleted.add("t")
     assert refusal(TP, (2, 3, 4)) is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    ctx.adding_replicas[TP], ctx.removing_replicas[TP] = (4,), (1,)
+    assert refusal(TP, None) is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    del ctx.adding_replicas[TP], ctx.removing_replicas[TP]
     assert (dict(ctx.assignments), dict(ctx.states)) == before
 
 
@@ -213,3 +222,15 @@ def test_a_reassignment_read_back_from_the_znode_is_resumed() -> None:
     assert again is not None and again.plan.updates[TP].leader == 2
     apply(ctx, again)
     assert list(requests(ctx, again)[ApiKey.STOP_REPLICA]) == [1]
+
+
+def test_the_admin_reassign_partitions_znode_in_kafkas_format() -> None:
+    data = encode_reassign_partitions({("t", 1): [4, 2], ("t", 0): [2, 3, 4]})
+    assert data == (
+        b'{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[2,3,4]},'
+        b'{"topic":"t","partition":1,"replicas":[4,2]}]}'
+    )
+    assert decode_reassign_partitions(data) == {("t", 0): (2, 3, 4), ("t", 1): (4, 2)}
+    for bad in (b"", b"[]", b'{"partitions":[{"topic":"t","partition":"0","replicas":[1]}]}'):
+        with pytest.raises(ZNodeDecodeError, match="/admin/reassign_partitions"):
+            decode_reassign_partitions(bad)
