@@ -122,12 +122,6 @@ KNOWN_REASONS: dict[str, str] = {
     "test_alter_replica_log_dirs": ADMIN_API_NOT_SERVED.format(
         api="AlterReplicaLogDirs (34) / DescribeLogDirs (35)"
     ),
-    "test_alter_partition_reassignments": ADMIN_API_NOT_SERVED.format(
-        api="AlterPartitionReassignments (45)"
-    ),
-    "test_list_partition_reassignments": ADMIN_API_NOT_SERVED.format(
-        api="ListPartitionReassignments (46)"
-    ),
     "test_transactional_producer_messages": "transactions are not served: FindCoordinator for a"
     " transactional id answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED by design",
     "test_transactional_producer_offsets": "transactions are not served: FindCoordinator for a"
