@@ -106,6 +106,13 @@ def reassigning_partitions(ctx: ControllerContext) -> list[TopicPartition]:
     )
 
 
+def is_topic_being_reassigned(ctx: ControllerContext, topic: str) -> bool:
+    """Whether a partition of `topic` is being reassigned: Kafka refuses CreatePartitions for
+    such a topic with REASSIGNMENT_IN_PROGRESS (its rewrite of the topic znode would lose the
+    reassignment's "adding_replicas" and "removing_replicas")."""
+    return any(tp[0] == topic for tp in reassigning_partitions(ctx))
+
+
 def validate_reassignment(
     ctx: ControllerContext, tp: TopicPartition, target: Sequence[int] | None
 ) -> ReplicaAssignment | Refusal:

@@ -14,6 +14,7 @@ from epochlog.controller.reassignment import (
     ReplicaAssignment,
     assignment_of,
     continue_reassignment,
+    is_topic_being_reassigned,
     reassigning_partitions,
     start_reassignment,
     validate_reassignment,
@@ -82,7 +83,9 @@ def test_start_records_the_union_bumps_the_epoch_and_starts_the_new_replica() ->
     assert step.assignment == ReplicaAssignment((2, 3, 4, 1), adding=(4,), removing=(1,))
     new_state = step.plan.updates[TP]
     assert (new_state.leader, new_state.leader_epoch, new_state.isr) == (1, 8, (1, 2, 3))
+    assert not is_topic_being_reassigned(ctx, "t")
     apply(ctx, step)
+    assert is_topic_being_reassigned(ctx, "t") and not is_topic_being_reassigned(ctx, "u")
     sent = requests(ctx, step)
     assert sorted(sent[ApiKey.LEADER_AND_ISR]) == [1, 2, 3, 4]
     state = sent[ApiKey.LEADER_AND_ISR][4].topic_states[0].partition_states[0]  # type: ignore[attr-defined]
