@@ -25,6 +25,7 @@ The data plane knows nothing about ZooKeeper. The process wiring (`node/process.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -138,6 +139,13 @@ class GroupCoordinatorGateway(Protocol):
     async def handle(
         self, api_key: int, version: int, body: Any, client_id: str, client_host: str
     ) -> Any: ...
+
+    def start_offset_commit(
+        self, version: int, body: Any, client_id: str, client_host: str
+    ) -> asyncio.Future[Any]:
+        """OffsetCommit begun now: the commit is queued in call order before this returns,
+        and the future gets the response body once it is replicated."""
+        ...
 
 
 class NoController:
