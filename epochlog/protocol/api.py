@@ -45,10 +45,14 @@ class ApiKey(enum.IntEnum):
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    ALTER_REPLICA_LOG_DIRS = 34
+    DESCRIBE_LOG_DIRS = 35
     DELETE_GROUPS = 42
     OFFSET_DELETE = 47
     ALTER_PARTITION = 56
     DESCRIBE_CLUSTER = 60
+    DESCRIBE_PRODUCERS = 61
+    DESCRIBE_TOPIC_PARTITIONS = 75
     PIN_CONTROLLER = m.pin_controller.API_KEY  # KIP-39, a vendor key Kafka does not use
 
 
@@ -108,6 +112,18 @@ APIS: dict[int, Api] = {
         _api(ApiKey.LIST_GROUPS, m.ListGroupsRequest, m.ListGroupsResponse),
         _api(ApiKey.DELETE_GROUPS, m.DeleteGroupsRequest, m.DeleteGroupsResponse),
         _api(ApiKey.OFFSET_DELETE, m.OffsetDeleteRequest, m.OffsetDeleteResponse),
+        _api(
+            ApiKey.ALTER_REPLICA_LOG_DIRS,
+            m.AlterReplicaLogDirsRequest,
+            m.AlterReplicaLogDirsResponse,
+        ),
+        _api(ApiKey.DESCRIBE_LOG_DIRS, m.DescribeLogDirsRequest, m.DescribeLogDirsResponse),
+        _api(ApiKey.DESCRIBE_PRODUCERS, m.DescribeProducersRequest, m.DescribeProducersResponse),
+        _api(
+            ApiKey.DESCRIBE_TOPIC_PARTITIONS,
+            m.DescribeTopicPartitionsRequest,
+            m.DescribeTopicPartitionsResponse,
+        ),
     )
 }
 

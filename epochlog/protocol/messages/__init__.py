@@ -12,6 +12,7 @@ from __future__ import annotations
 from epochlog.protocol.codec import message_class
 from epochlog.protocol.messages import (
     alter_partition,
+    alter_replica_log_dirs,
     api_versions,
     consumer_protocol,
     controlled_shutdown,
@@ -20,6 +21,9 @@ from epochlog.protocol.messages import (
     delete_topics,
     describe_cluster,
     describe_groups,
+    describe_log_dirs,
+    describe_producers,
+    describe_topic_partitions,
     fetch,
     find_coordinator,
     group_records,
@@ -98,6 +102,16 @@ DeleteGroupsRequest = message_class(delete_groups.REQUEST)
 DeleteGroupsResponse = message_class(delete_groups.RESPONSE)
 OffsetDeleteRequest = message_class(offset_delete.REQUEST)
 OffsetDeleteResponse = message_class(offset_delete.RESPONSE)
+
+# Log dirs, producers and paginated topic descriptions (issue 16), for admin tools.
+AlterReplicaLogDirsRequest = message_class(alter_replica_log_dirs.REQUEST)
+AlterReplicaLogDirsResponse = message_class(alter_replica_log_dirs.RESPONSE)
+DescribeLogDirsRequest = message_class(describe_log_dirs.REQUEST)
+DescribeLogDirsResponse = message_class(describe_log_dirs.RESPONSE)
+DescribeProducersRequest = message_class(describe_producers.REQUEST)
+DescribeProducersResponse = message_class(describe_producers.RESPONSE)
+DescribeTopicPartitionsRequest = message_class(describe_topic_partitions.REQUEST)
+DescribeTopicPartitionsResponse = message_class(describe_topic_partitions.RESPONSE)
 
 # __consumer_offsets record keys and values (Kafka's "data" schemas, no API key).
 OffsetCommitKey = message_class(group_records.OFFSET_COMMIT_KEY)
