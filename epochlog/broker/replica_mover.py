@@ -12,9 +12,11 @@ decides each step from the two logs' offsets (no I/O):
   again, empty, at the current log's first segment.
 - COPY: the future log is behind: copy the next chunk from its end.
 - WAIT: caught up, but the log cleaner is rewriting the current log's segments: try again soon.
-- SWAP: caught up. In the same step of the loop (nothing can append in between: this is the
-  partition lock), `LogManager.replace_current_with_future` swaps the logs and the partition
-  serves the moved log.
+- SWAP: caught up. The chunk that catches up and the swap run in the same step of the loop
+  (nothing can append in between: this is the partition lock; under constant produce the copy
+  would otherwise trail by the batch appended while it yielded):
+  `LogManager.replace_current_with_future` swaps the logs and the partition serves the moved
+  log.
 
 The move is abandoned (its future log deleted) when the partition stops being hosted, its log
 changes under it (a dir going offline), or another AlterReplicaLogDirs names another dir.
@@ -158,6 +160,8 @@ class ReplicaMover:
                 elif step is CopyStep.COPY:
                     if not self._copy_chunk(key, current, future):
                         return
+                    if future.log_end_offset == current.log_end_offset:
+                        continue  # caught up: swap in this same step, before another append
                 elif step is CopyStep.WAIT:
                     await asyncio.sleep(WAIT_FOR_CLEANER_S)
                     continue
