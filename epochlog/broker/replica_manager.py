@@ -85,6 +85,7 @@ from epochlog.broker.partition import (
     rebuild_producer_state,
 )
 from epochlog.broker.producer_state import ProducerStateManager
+from epochlog.broker.replica_mover import ReplicaMover
 from epochlog.config.broker import BrokerConfig
 from epochlog.config.topic import (
     log_config_for,
@@ -172,6 +173,10 @@ class ReplicaManager:
         self._checkpoint_writes: set[asyncio.Task[int]] = set()
         self._appended: set[TopicPartition] = set()  # led partitions whose fetches are to wake
         self._hw_moved: set[TopicPartition] = set()  # HWs moved by follower fetches, to act on
+        # Replicas moving to another log dir (AlterReplicaLogDirs).
+        self.replica_mover = ReplicaMover(
+            log_manager, self, is_cleaning=log_manager.cleaner.is_cleaning
+        )
         log_manager.on_dir_offline = self._on_log_dir_offline
         min_free = config["epochlog.log.dir.min.free.bytes"]
         self._dir_min_free_bytes: int = min_free if min_free >= 0 else config["log.segment.bytes"]
@@ -205,6 +210,15 @@ class ReplicaManager:
         raise PartitionError(
             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic-partition {topic}-{partition}"
         )
+
+    def hosted_log(self, topic: str, partition: int) -> PartitionLog | None:
+        """The log the hosted replica serves (None: not hosted, or damaged)."""
+        found = self.partitions.get((topic, partition))
+        return found.log if found is not None and found.storage_damage is None else None
+
+    def use_moved_log(self, topic: str, partition: int, moved: PartitionLog) -> None:
+        """The replica's log moved to another log dir: serve it from there."""
+        self.partitions[(topic, partition)].log = moved
 
     def topic_name_for_id(self, topic_id: uuid.UUID) -> str | None:
         name = self.metadata_cache.topic_name(topic_id)
@@ -649,6 +663,10 @@ class ReplicaManager:
         if cut:
             partition.storage_damage = f"recovery from damage cut {cut} bytes of its log"
         self.partitions[key] = partition
+        resumed = self.log_manager.resumed_moves.pop(key, None)
+        if resumed is not None and resumed in self.log_manager.online_dirs:
+            log.info("%s-%d: resuming its move to %s", topic, index, resumed)
+            self.replica_mover.start(topic, index, resumed)
         return partition
 
     # ------------------------------------------------------------------ StopReplica
@@ -765,6 +783,7 @@ class ReplicaManager:
 
     async def shutdown(self) -> None:
         """Stop the tasks, answer every waiting operation, checkpoint the HWs (if allowed)."""
+        await self.replica_mover.stop()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

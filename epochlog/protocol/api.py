@@ -51,6 +51,8 @@ class ApiKey(enum.IntEnum):
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    ALTER_REPLICA_LOG_DIRS = 34
+    DESCRIBE_LOG_DIRS = 35
     DELETE_GROUPS = 42
     OFFSET_DELETE = 47
     ALTER_PARTITION = 56
@@ -58,6 +60,8 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_CONFIGS = 32  # dynamic configs
     ALTER_CONFIGS = 33
     INCREMENTAL_ALTER_CONFIGS = 44
+    DESCRIBE_PRODUCERS = 61
+    DESCRIBE_TOPIC_PARTITIONS = 75
     PIN_CONTROLLER = m.pin_controller.API_KEY  # KIP-39, a vendor key Kafka does not use
 
 
@@ -123,6 +127,18 @@ APIS: dict[int, Api] = {
             ApiKey.INCREMENTAL_ALTER_CONFIGS,
             m.IncrementalAlterConfigsRequest,
             m.IncrementalAlterConfigsResponse,
+        ),
+        _api(
+            ApiKey.ALTER_REPLICA_LOG_DIRS,
+            m.AlterReplicaLogDirsRequest,
+            m.AlterReplicaLogDirsResponse,
+        ),
+        _api(ApiKey.DESCRIBE_LOG_DIRS, m.DescribeLogDirsRequest, m.DescribeLogDirsResponse),
+        _api(ApiKey.DESCRIBE_PRODUCERS, m.DescribeProducersRequest, m.DescribeProducersResponse),
+        _api(
+            ApiKey.DESCRIBE_TOPIC_PARTITIONS,
+            m.DescribeTopicPartitionsRequest,
+            m.DescribeTopicPartitionsResponse,
         ),
     )
 }

@@ -300,6 +300,22 @@ def _describe_configs(version: int, body: Any, code: int, message: str | None) -
     return R(results=results)
 
 
+def _alter_replica_log_dirs(version: int, body: Any, code: int, message: str | None) -> Message:
+    R = m.AlterReplicaLogDirsResponse
+    results = [
+        R.AlterReplicaLogDirTopicResult(
+            topic_name=t.name,
+            partitions=[
+                R.AlterReplicaLogDirPartitionResult(partition_index=p, error_code=code)
+                for p in t.partitions
+            ],
+        )
+        for d in (body.dirs if body is not None else [])
+        for t in d.topics
+    ]
+    return R(results=results)
+
+
 def _alter_configs(cls: Any) -> Any:
     def build(version: int, body: Any, code: int, message: str | None) -> Message:
         responses = [
@@ -314,6 +330,32 @@ def _alter_configs(cls: Any) -> Any:
         return cls(responses=responses)
 
     return build
+
+
+def _describe_producers(version: int, body: Any, code: int, message: str | None) -> Message:
+    R = m.DescribeProducersResponse
+    return R(
+        topics=[
+            R.TopicResponse(
+                name=t.name,
+                partitions=[
+                    R.PartitionResponse(partition_index=p, error_code=code, error_message=message)
+                    for p in t.partition_indexes
+                ],
+            )
+            for t in (body.topics if body is not None else [])
+        ]
+    )
+
+
+def _describe_topic_partitions(version: int, body: Any, code: int, message: str | None) -> Message:
+    R = m.DescribeTopicPartitionsResponse
+    return R(
+        topics=[
+            R.DescribeTopicPartitionsResponseTopic(error_code=code, name=t.name, partitions=[])
+            for t in (body.topics if body is not None else [])
+        ]
+    )
 
 
 _BUILDERS: dict[ApiKey, Any] = {
@@ -347,5 +389,9 @@ _BUILDERS: dict[ApiKey, Any] = {
     ApiKey.DESCRIBE_CONFIGS: _describe_configs,
     ApiKey.ALTER_CONFIGS: _alter_configs(m.AlterConfigsResponse),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: _alter_configs(m.IncrementalAlterConfigsResponse),
+    ApiKey.ALTER_REPLICA_LOG_DIRS: _alter_replica_log_dirs,
+    ApiKey.DESCRIBE_LOG_DIRS: _top_level(m.DescribeLogDirsResponse),
+    ApiKey.DESCRIBE_PRODUCERS: _describe_producers,
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: _describe_topic_partitions,
 }
 assert set(_BUILDERS) == set(APIS), "every API we serve needs an error response"
