@@ -14,7 +14,7 @@ import sys
 from rich.console import Console
 from rich.logging import RichHandler
 
-from epochlog.cli import controller_cmd, groups_cmd, reassign_cmd
+from epochlog.cli import configs_cmd, controller_cmd, groups_cmd, log_dirs_cmd, reassign_cmd
 
 DEFAULT_DIR = ".epochlog"
 
@@ -113,6 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     controller_cmd.add_parser(sub, _add_bootstrap)
     groups_cmd.add_parser(sub, _add_bootstrap)
+    configs_cmd.add_parser(sub, _add_bootstrap)
+    log_dirs_cmd.add_parser(sub, _add_bootstrap)
     reassign_cmd.add_parser(sub, _add_bootstrap)
 
     demo = sub.add_parser("demo", help="run the demo and print a summary")
@@ -145,6 +147,10 @@ def main(argv: list[str] | None = None) -> int:
             return proxy_cmd.run(args, console)
         if args.command == "groups":
             return groups_cmd.run(args, console)
+        if args.command == "configs":
+            return configs_cmd.run(args, console)
+        if args.command == "log-dirs":
+            return log_dirs_cmd.run(args, console)
         if args.command == "reassign":
             return reassign_cmd.run(args, console)
         return commands.run(args, console)

@@ -191,8 +191,8 @@ def test_a_partition_moves_from_1_2_3_to_2_3_4_under_acks_all_traffic(
     lost = set(traffic.acked) - set(traffic.read)
     assert not lost, f"{len(lost)} acknowledged records were not read back"
     assert len(traffic.read) == len(set(traffic.read)), "a record was read twice"
-    p = partition(admin, topic)
-    assert p.leader == 2 and p.leader_epoch > 0  # the leader moved to the first of TRS
+    # the leader moved to the first of TRS
+    wait_until(lambda: partition(admin, topic).leader == 2, what="broker 2 leading")
     znode = topic_znode(cluster, topic)
     assert znode["partitions"] == {"0": [2, 3, 4]}
     assert not znode.get("adding_replicas") and not znode.get("removing_replicas")
@@ -217,7 +217,7 @@ def test_list_shows_a_reassignment_in_progress_and_cancel_reverts_it(
     assert znode["partitions"]["0"] == [2, 3, 4, 1]
     assert (znode["adding_replicas"], znode["removing_replicas"]) == ({"0": [4]}, {"0": [1]})
     wait_until(lambda: log_dir(cluster, 4, topic).exists(), what="the new replica's log")
-    assert partition(admin, topic).replicas == (2, 3, 4, 1)
+    wait_until(lambda: partition(admin, topic).replicas == (2, 3, 4, 1), what="RS in metadata")
     assert 4 not in partition(admin, topic).isr
 
     # refusals name the partition and change nothing
@@ -284,8 +284,8 @@ def test_the_cli_generates_executes_and_verifies_with_kafkas_vocabulary(
         return capsys.readouterr().out
 
     wait_until(lambda: f"Reassignment of partition {topic}-0 is completed." in verified())
-    assert list(partition(admin, topic).replicas) == [4, 3, 2]
-    assert partition(admin, topic).leader == 4  # not in TRS before: the first of TRS leads
+    # the old leader is not in TRS: the first of TRS leads
+    wait_until(lambda: partition(admin, topic).leader == 4, what="broker 4 leading")
 
     assert epochlog_main(["reassign", "--list", *server]) == 0
     assert capsys.readouterr().out == "No partition reassignments found.\n"
@@ -319,7 +319,14 @@ def test_kafka_pythons_admin_client_reassigns_lists_and_cancels(
         FaultRules.write(faults, [])
         assert client.alter_partition_reassignments({tp: [1, 2, 4]}) == {tp: None}
         wait_until(moved(admin, topic, [1, 2, 4]), what="the move to 1,2,4")
-        assert partition(admin, topic).leader == 1  # the leader was in TRS: it stays
+        # in TRS, the leader stays, at a new epoch (0 created, 1 started, 2 cancelled,
+        # 3 started again, 4 completed)
+        wait_until(
+            lambda: (
+                (partition(admin, topic).leader, partition(admin, topic).leader_epoch) == (1, 4)
+            ),
+            what="broker 1 leading at epoch 4",
+        )
         wait_until(lambda: not log_dir(cluster, 3, topic).exists(), what="broker 3's log")
     finally:
         client.close()
@@ -336,11 +343,11 @@ def test_the_zookeeper_request_znode_admin_reassign_partitions_is_honoured(
         request = encode_reassign_partitions({(topic, 0): [3, 2, 4], ("nope", 0): [1]})
         client.create(REASSIGN_PARTITIONS_PATH, request, makepath=True)
         wait_until(moved(admin, topic, [3, 2, 4]), what="the move to 3,2,4")
+        wait_until(lambda: partition(admin, topic).leader == 3, what="broker 3 leading")
         wait_until(
             lambda: client.exists(REASSIGN_PARTITIONS_PATH) is None,
             what="the znode deleted once its reassignments are done",
         )
-        assert partition(admin, topic).leader == 3
     finally:
         close_client(client)
 
@@ -349,23 +356,25 @@ def test_a_reassignment_interrupted_by_a_controller_kill_completes_under_the_nex
     cluster: LocalCluster, admin: Admin, faults: Path
 ) -> None:
     controller = cluster.controller_id()
-    assert controller is not None and controller != 4
-    stay = [b for b in (1, 2, 3) if b != controller]
+    assert controller is not None
+    # the controller leads the partition and is the replica the reassignment removes; the
+    # added replica is another broker, held back
+    *stay, added = [b for b in (1, 2, 3, 4) if b != controller]
     topic = "failover"
-    # the controller leads the partition and is the replica the reassignment removes
     make_topic(cluster, admin, topic, [controller, *stay], records=5000)
-    FaultRules.write(faults, HOLD_BROKER_4)  # the new replica is still catching up...
-    assert admin.alter_partition_reassignments({(topic, 0): [*stay, 4]}) == {(topic, 0): None}
-    wait_until(lambda: log_dir(cluster, 4, topic).exists(), what="the new replica's log")
-    cluster.kill_broker(controller)  # ...when the controller is killed (SIGKILL)
+    FaultRules.write(faults, [{"api": "FETCH", "source": added, "action": "hold"}])
+    assert admin.alter_partition_reassignments({(topic, 0): [*stay, added]}) == {(topic, 0): None}
+    wait_until(lambda: log_dir(cluster, added, topic).exists(), what="the new replica's log")
+    cluster.kill_broker(controller)  # SIGKILL, while the new replica is held back
     wait_until(lambda: cluster.controller_id() not in (None, controller), what="a new controller")
     znode = topic_znode(cluster, topic)  # what the new controller loaded
-    assert znode["adding_replicas"] == {"0": [4]}
+    assert znode["adding_replicas"] == {"0": [added]}
     assert znode["removing_replicas"] == {"0": [controller]}
     FaultRules.write(faults, [])
-    wait_until(moved(admin, topic, [*stay, 4]), 90, "the move completed by the new controller")
-    assert partition(admin, topic).leader == stay[0]
-    assert topic_znode(cluster, topic)["partitions"] == {"0": [*stay, 4]}
+    target = [*stay, added]
+    wait_until(moved(admin, topic, target), 90, "the move completed by the new controller")
+    wait_until(lambda: partition(admin, topic).leader == stay[0], what="the first of TRS leading")
+    assert topic_znode(cluster, topic)["partitions"] == {"0": target}
     assert admin.list_partition_reassignments() == {}
     consumer = ck.Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": topic})
     consumer.assign([ck.TopicPartition(topic, 0, ck.OFFSET_BEGINNING)])
@@ -377,4 +386,4 @@ def test_a_reassignment_interrupted_by_a_controller_kill_completes_under_the_nex
             values.add(msg.value())
     consumer.close()
     assert values == {f"{topic}-{i}".encode() for i in range(5000)}
-    assert os.path.isdir(log_dir(cluster, 4, topic))
+    assert os.path.isdir(log_dir(cluster, added, topic))
