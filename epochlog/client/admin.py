@@ -9,7 +9,8 @@ sends DescribeCluster to the least loaded broker and falls back to Metadata for 
 not serve it (as librdkafka and kafka-python do). `pin_controller`, `unpin_controller` and
 `describe_controller_pin` send epochlog's PinController (KIP-39) to any broker and return the
 `PinStatus` it reports after the change. Consumer groups and their offsets (list, describe,
-delete; list, alter, delete offsets) and ListOffsets are in `admin_groups`, mixed in here.
+delete; list, alter, delete offsets) and ListOffsets are in `admin_groups`, mixed in here;
+CreatePartitions, DeleteRecords and ElectLeaders are in `admin_partitions`, likewise.
 
 The `*_topics` calls return a result per topic (`None` on success, else the `KafkaError`); the
 single-topic forms raise instead.
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from epochlog.client.admin_groups import GroupAdminOperations
+from epochlog.client.admin_partitions import PartitionAdminOperations
 from epochlog.client.config import Role, load_config
 from epochlog.client.errors import ClientError, IncompatibleBrokerError, KafkaError
 from epochlog.client.metadata import BrokerNode, PartitionInfo
@@ -62,7 +64,7 @@ class ClusterDescription:
     brokers: list[BrokerNode]
 
 
-class AsyncAdmin(GroupAdminOperations):
+class AsyncAdmin(GroupAdminOperations, PartitionAdminOperations):
     """An asyncio admin client; see the module docstring."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:

@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 
 from epochlog.aio import wait_for
 from epochlog.client.admin import AsyncAdmin, ClusterDescription, NewTopic, TopicDescription
+from epochlog.client.admin_partitions import DeletedRecords, ElectionType, NewPartitions
 from epochlog.client.consumer import AsyncConsumer, OffsetAndTimestamp, RebalanceCallback
 from epochlog.client.delivery import DeliveryFuture
 from epochlog.client.errors import ClientClosedError, KafkaError
@@ -637,6 +638,36 @@ class Admin:
         self, partitions: Iterable[tuple[str, int]], *, timeout: float | None = None
     ) -> dict[TopicPartition, int]:
         return self._thread.run(self._admin.log_start_offsets(list(partitions), timeout=timeout))
+
+    # ---------------------------------------------------------------- partitions
+
+    def create_partitions(
+        self,
+        topics: Mapping[str, int | NewPartitions],
+        *,
+        validate_only: bool = False,
+        timeout: float | None = None,
+    ) -> dict[str, KafkaError | None]:
+        return self._thread.run(
+            self._admin.create_partitions(
+                dict(topics), validate_only=validate_only, timeout=timeout
+            )
+        )
+
+    def delete_records(
+        self, offsets: Mapping[tuple[str, int], int], *, timeout: float | None = None
+    ) -> dict[TopicPartition, DeletedRecords]:
+        return self._thread.run(self._admin.delete_records(dict(offsets), timeout=timeout))
+
+    def elect_leaders(
+        self,
+        election_type: ElectionType | int,
+        partitions: Iterable[tuple[str, int]] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> dict[TopicPartition, KafkaError | None]:
+        parts = None if partitions is None else list(partitions)
+        return self._thread.run(self._admin.elect_leaders(election_type, parts, timeout=timeout))
 
     def close(self) -> None:
         if self._thread.loop.is_closed():

@@ -44,6 +44,7 @@ from epochlog.controller.decisions import (
     on_preferred_election,
     on_topic_deletion,
 )
+from epochlog.controller.partition_requests import PartitionRequests
 from epochlog.controller.requests import ControllerRequests
 from epochlog.controller.storage_events import StorageEvents
 from epochlog.faults import FaultInjector
@@ -80,7 +81,7 @@ def _broker_info(registered: RegisteredBroker) -> BrokerInfo:
     )
 
 
-class Controller(ControllerRequests, StorageEvents):
+class Controller(ControllerRequests, StorageEvents, PartitionRequests):
     def __init__(
         self,
         broker_id: int,

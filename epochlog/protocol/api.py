@@ -43,9 +43,12 @@ class ApiKey(enum.IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
     OFFSET_DELETE = 47
     ALTER_PARTITION = 56
     DESCRIBE_CLUSTER = 60
@@ -108,6 +111,9 @@ APIS: dict[int, Api] = {
         _api(ApiKey.LIST_GROUPS, m.ListGroupsRequest, m.ListGroupsResponse),
         _api(ApiKey.DELETE_GROUPS, m.DeleteGroupsRequest, m.DeleteGroupsResponse),
         _api(ApiKey.OFFSET_DELETE, m.OffsetDeleteRequest, m.OffsetDeleteResponse),
+        _api(ApiKey.DELETE_RECORDS, m.DeleteRecordsRequest, m.DeleteRecordsResponse),
+        _api(ApiKey.CREATE_PARTITIONS, m.CreatePartitionsRequest, m.CreatePartitionsResponse),
+        _api(ApiKey.ELECT_LEADERS, m.ElectLeadersRequest, m.ElectLeadersResponse),
     )
 }
 

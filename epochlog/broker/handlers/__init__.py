@@ -4,7 +4,8 @@ Each handler turns a decoded request into a response body (see `context` for the
 the modules group them: `api_versions`, `metadata` (Metadata, DescribeCluster), `produce`,
 `fetch`, `offsets` (ListOffsets, OffsetForLeaderEpoch), `admin` (the controller's APIs and
 InitProducerId), `control` (LeaderAndIsr, UpdateMetadata, StopReplica), `pin_controller`
-(KIP-39), `groups` (FindCoordinator, and the group APIs the coordinator answers). `errors` builds
+(KIP-39), `groups` (FindCoordinator, and the group APIs the coordinator answers),
+`partition_admin` (CreatePartitions, ElectLeaders, DeleteRecords). `errors` builds
 every API's error response.
 """
 
@@ -33,6 +34,11 @@ from epochlog.broker.handlers.fetch import handle_fetch
 from epochlog.broker.handlers.groups import handle_find_coordinator, handle_group_request
 from epochlog.broker.handlers.metadata import handle_describe_cluster, handle_metadata
 from epochlog.broker.handlers.offsets import handle_list_offsets, handle_offset_for_leader_epoch
+from epochlog.broker.handlers.partition_admin import (
+    handle_create_partitions,
+    handle_delete_records,
+    handle_elect_leaders,
+)
 from epochlog.broker.handlers.pin_controller import handle_pin_controller
 from epochlog.broker.handlers.produce import handle_produce
 from epochlog.protocol.api import APIS, ApiKey
@@ -55,6 +61,9 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
     ApiKey.PIN_CONTROLLER: handle_pin_controller,
     ApiKey.FIND_COORDINATOR: handle_find_coordinator,
+    ApiKey.CREATE_PARTITIONS: handle_create_partitions,
+    ApiKey.DELETE_RECORDS: handle_delete_records,
+    ApiKey.ELECT_LEADERS: handle_elect_leaders,
     **{
         key: handle_group_request
         for key in (

@@ -301,6 +301,43 @@ def _delete_groups(version: int, body: Any, code: int, message: str | None) -> M
     return R(results=[R.DeletableGroupResult(group_id=g, error_code=code) for g in names])
 
 
+def _create_partitions(version: int, body: Any, code: int, message: str | None) -> Message:
+    R = m.CreatePartitionsResponse
+    names = dict.fromkeys(t.name for t in body.topics) if body is not None else {}
+    return R(
+        results=[
+            R.CreatePartitionsTopicResult(name=n, error_code=code, error_message=message)
+            for n in names
+        ]
+    )
+
+
+def _delete_records(version: int, body: Any, code: int, message: str | None) -> Message:
+    R = m.DeleteRecordsResponse
+    topics = []
+    for t in body.topics if body is not None else []:
+        partitions = [
+            R.DeleteRecordsPartitionResult(
+                partition_index=p.partition_index, low_watermark=-1, error_code=code
+            )
+            for p in t.partitions
+        ]
+        topics.append(R.DeleteRecordsTopicResult(name=t.name, partitions=partitions))
+    return R(topics=topics)
+
+
+def _elect_leaders(version: int, body: Any, code: int, message: str | None) -> Message:
+    R = m.ElectLeadersResponse
+    results = []
+    for t in (body.topic_partitions or []) if body is not None else []:
+        partitions = [
+            R.PartitionResult(partition_id=p, error_code=code, error_message=message)
+            for p in t.partition_id
+        ]
+        results.append(R.ReplicaElectionResult(topic=t.topic, partition_result=partitions))
+    return R(error_code=code if version >= 1 else 0, replica_election_results=results)
+
+
 _BUILDERS: dict[ApiKey, Any] = {
     ApiKey.PRODUCE: _produce,
     ApiKey.FETCH: _fetch,
@@ -329,5 +366,8 @@ _BUILDERS: dict[ApiKey, Any] = {
     ApiKey.LIST_GROUPS: _top_level(m.ListGroupsResponse),
     ApiKey.DELETE_GROUPS: _delete_groups,
     ApiKey.OFFSET_DELETE: _top_level(m.OffsetDeleteResponse),
+    ApiKey.CREATE_PARTITIONS: _create_partitions,
+    ApiKey.DELETE_RECORDS: _delete_records,
+    ApiKey.ELECT_LEADERS: _elect_leaders,
 }
 assert set(_BUILDERS) == set(APIS), "every API we serve needs an error response"

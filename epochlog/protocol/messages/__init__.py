@@ -15,11 +15,14 @@ from epochlog.protocol.messages import (
     api_versions,
     consumer_protocol,
     controlled_shutdown,
+    create_partitions,
     create_topics,
     delete_groups,
+    delete_records,
     delete_topics,
     describe_cluster,
     describe_groups,
+    elect_leaders,
     fetch,
     find_coordinator,
     group_records,
@@ -98,6 +101,14 @@ DeleteGroupsRequest = message_class(delete_groups.REQUEST)
 DeleteGroupsResponse = message_class(delete_groups.RESPONSE)
 OffsetDeleteRequest = message_class(offset_delete.REQUEST)
 OffsetDeleteResponse = message_class(offset_delete.RESPONSE)
+
+# Partition admin (issue 16): CreatePartitions, DeleteRecords, ElectLeaders.
+CreatePartitionsRequest = message_class(create_partitions.REQUEST)
+CreatePartitionsResponse = message_class(create_partitions.RESPONSE)
+DeleteRecordsRequest = message_class(delete_records.REQUEST)
+DeleteRecordsResponse = message_class(delete_records.RESPONSE)
+ElectLeadersRequest = message_class(elect_leaders.REQUEST)
+ElectLeadersResponse = message_class(elect_leaders.RESPONSE)
 
 # __consumer_offsets record keys and values (Kafka's "data" schemas, no API key).
 OffsetCommitKey = message_class(group_records.OFFSET_COMMIT_KEY)
