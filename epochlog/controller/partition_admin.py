@@ -11,8 +11,8 @@ by preference and continuing the partition numbering, as AdminUtils does. A refu
 
 `on_elect_leaders(...)` is the controller's answer to ElectLeaders (Kafka's
 processReplicaLeaderElection): per partition, UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION
-(being deleted), ELECTION_NOT_NEEDED (preferred: the preferred replica leads already; unclean:
-a live leader exists), PREFERRED_LEADER_NOT_AVAILABLE (the preferred replica is not live and in
+(being deleted), ELECTION_NOT_NEEDED (preferred: the preferred replica leads already and is
+live; unclean: a live leader exists), PREFERRED_LEADER_NOT_AVAILABLE (the preferred replica is not live and in
 the ISR) or ELIGIBLE_LEADERS_NOT_AVAILABLE (unclean: no live replica at all), else the plan
 that moves the leadership. An unclean election takes a live ISR member first, then any live
 replica (the ISR becomes just that leader), whatever `unclean.leader.election.enable` says: the
@@ -171,7 +171,9 @@ def on_elect_leaders(
         state = ctx.states.get(tp)
         live_leader = state is not None and ctx.is_live(state.leader)
         if election_type is ElectionType.PREFERRED:
-            if state is not None and state.leader == replicas[0]:
+            # A dead leader still named in the state (a failover that could elect nobody
+            # keeps it) needs an election even if it is the preferred replica.
+            if live_leader and state is not None and state.leader == replicas[0]:
                 outcomes[tp] = ElectionOutcome(ErrorCode.ELECTION_NOT_NEEDED)
                 continue
             election = None
