@@ -336,7 +336,7 @@ def _elect_leaders_request(
     request = R(
         topic_partitions=None
         if partitions is None
-        else [R.TopicPartitions(topic=t, partition_id=ps) for t, ps in by_topic.items()],
+        else [R.TopicPartitions(topic=t, partitions=ps) for t, ps in by_topic.items()],
         timeout_ms=timeout_ms,
     )
     if version >= 1:

@@ -12,11 +12,11 @@ by preference and continuing the partition numbering, as AdminUtils does. A refu
 `on_elect_leaders(...)` is the controller's answer to ElectLeaders (Kafka's
 processReplicaLeaderElection): per partition, UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION
 (being deleted), ELECTION_NOT_NEEDED (preferred: the preferred replica leads already and is
-live; unclean: a live leader exists), PREFERRED_LEADER_NOT_AVAILABLE (the preferred replica is not live and in
-the ISR) or ELIGIBLE_LEADERS_NOT_AVAILABLE (unclean: no live replica at all), else the plan
-that moves the leadership. An unclean election takes a live ISR member first, then any live
-replica (the ISR becomes just that leader), whatever `unclean.leader.election.enable` says: the
-operator asked for it.
+live; unclean: a live leader exists), PREFERRED_LEADER_NOT_AVAILABLE (the preferred replica
+is not live and in the ISR) or ELIGIBLE_LEADERS_NOT_AVAILABLE (unclean: no live replica at
+all), else the plan that moves the leadership. An unclean election takes a live ISR member
+first, then any live replica (the ISR becomes just that leader), whatever
+`unclean.leader.election.enable` says: the operator asked for it.
 """
 
 from __future__ import annotations

@@ -332,7 +332,7 @@ def _elect_leaders(version: int, body: Any, code: int, message: str | None) -> M
     for t in (body.topic_partitions or []) if body is not None else []:
         partitions = [
             R.PartitionResult(partition_id=p, error_code=code, error_message=message)
-            for p in t.partition_id
+            for p in t.partitions
         ]
         results.append(R.ReplicaElectionResult(topic=t.topic, partition_result=partitions))
     return R(error_code=code if version >= 1 else 0, replica_election_results=results)

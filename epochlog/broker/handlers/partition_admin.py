@@ -56,7 +56,7 @@ async def handle_create_partitions(
 def _requested_partitions(body: Any) -> list[tuple[str, int]] | None:
     if body.topic_partitions is None:
         return None
-    return [(t.topic, p) for t in body.topic_partitions for p in t.partition_id]
+    return [(t.topic, p) for t in body.topic_partitions for p in t.partitions]
 
 
 async def handle_elect_leaders(

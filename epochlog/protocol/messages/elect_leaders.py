@@ -20,7 +20,7 @@ REQUEST = message(
             "0+",
             [
                 F("Topic", "string", "0+"),
-                F("PartitionId", "[]int32", "0+"),
+                F("Partitions", "[]int32", "0+"),
             ],
             nullable="0+",
             default=None,
