@@ -489,6 +489,11 @@ def test_unclean_election_from_the_cli_and_epochlog_admin(
         again = admin.elect_leaders(ElectionType.UNCLEAN, [("elect-unclean", 0)])
         not_needed = again[TopicPartition("elect-unclean", 0)]
         assert not_needed is not None and not_needed.code is ErrorCode.ELECTION_NOT_NEEDED
+        ck_admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        from_ck = ck_admin.elect_leaders(
+            ck.ElectionType.UNCLEAN, [ck.TopicPartition("elect-unclean", 0)]
+        ).result(30)
+        assert [e.code() for e in from_ck.values()] == [ck.KafkaError.ELECTION_NOT_NEEDED]
     finally:
         for broker_id in (first, second):
             if not cluster.brokers[broker_id].is_running():
