@@ -6,9 +6,10 @@ In one run, on the same machine:
   (its on_assign callback). Both targets use group.initial.rebalance.delay.ms = 3000: it is the
   mock's built-in value (the shared launcher does not change it; librdkafka's mock elects the
   leader 3 s after the first JoinGroup of an empty group) and Kafka's default, given to
-  epochlog's brokers. The mock never extends that delay; Kafka's InitialDelayedJoin (which
-  epochlog follows) extends it once more when members joined during it, up to the rebalance
-  timeout, so epochlog is expected near 2 x the delay.
+  epochlog's brokers. The mock never extends that delay. epochlog runs it again from each new
+  member's join (KIP-134's words), up to the rebalance timeout, so members that start together
+  wait about one delay; Kafka's InitialDelayedJoin, which checks only at the end of each delay,
+  would make them wait two.
 - (b) commits: acknowledged OffsetCommits per second to one group's coordinator. The same raw
   client for both targets (epochlog's BrokerConnection, asyncio): CONNECTIONS connections to the
   coordinator, WINDOW requests in flight on each, one partition's offset per request, with
@@ -70,9 +71,9 @@ DELAY_MS = 3000  # group.initial.rebalance.delay.ms: the mock's built-in value, 
 OFFSETS_PARTITIONS = 50
 CONNECTIONS = 8
 WINDOW = 16
-# A broker answers a connection's requests one at a time (as Kafka does), so the commit rate also
-# depends on how many clients commit at once: 32 members committing synchronously is the other
-# shape measured.
+# Pipelined commits on one connection share replication rounds (the broker begins each in order
+# while earlier ones replicate); a member committing synchronously waits a round per commit, so
+# 32 members committing synchronously is the other shape measured.
 MEMBERS_COMMITTING = (32, 1)
 FAILOVER_GIVE_UP_S = 60
 RETRIABLE = {14, 15, 16}  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR

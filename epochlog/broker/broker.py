@@ -172,6 +172,22 @@ class Broker:
     def port(self) -> int:
         return self.services.endpoints[0].port
 
+    async def reconfigure(self, config: BrokerConfig) -> None:
+        """Apply a dynamic broker config change at once (on the event loop): log defaults and
+        min.insync.replicas for every partition without a topic override, the log cleaner's
+        settings (its workers restart off the loop when their number changes), and the config
+        the handlers read (message.max.bytes, unclean.leader.election.enable, ...)."""
+        self.config = config
+        self.services.config = config
+        rebuilt = self.replica_manager.apply_broker_config(config, log_config_from(config))
+        log.info("broker %d: dynamic config applied to %d partitions", self.broker_id, rebuilt)
+        await asyncio.to_thread(self.log_manager.cleaner.reconfigure, cleaner_config_from(config))
+
+    def apply_topic_config(self, topic: str, overrides: dict[str, str]) -> None:
+        """Apply a topic config change at once to this broker's partitions of the topic."""
+        changed = self.replica_manager.apply_topic_config(topic, overrides)
+        log.info("topic %s: config %s applied to %d partitions here", topic, overrides, changed)
+
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.log_manager.startup, self.broker_id, self.cluster_id)

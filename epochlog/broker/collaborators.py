@@ -17,17 +17,21 @@ The data plane knows nothing about ZooKeeper. The process wiring (`node/process.
 - `ProducerIdSource`: producer ids for InitProducerId (ZooKeeper-backed blocks in production).
 - `ControllerPins`: KIP-39's pin, read and changed for PinController requests (ZooKeeper-backed;
   a broker without one answers PinController with an error).
+- `DynamicConfigStore`: topic and broker configs read and written for the config APIs
+  (ZooKeeper's /config/*, with a change notification every broker watches).
 
 `NoController` and `LocalProducerIdSource` are the stand-ins for running without ZooKeeper.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
+from epochlog.config.dynamic import BrokerLayers
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.messages.pin_controller import PinStatus
 
@@ -146,6 +150,13 @@ class GroupCoordinatorGateway(Protocol):
         self, api_key: int, version: int, body: Any, client_id: str, client_host: str
     ) -> Any: ...
 
+    def start_offset_commit(
+        self, version: int, body: Any, client_id: str, client_host: str
+    ) -> asyncio.Future[Any]:
+        """OffsetCommit begun now: the commit is queued in call order before this returns,
+        and the future gets the response body once it is replicated."""
+        ...
+
 
 class NoController:
     """The gateway of a broker that is never the controller (tests without ZooKeeper)."""
@@ -190,6 +201,23 @@ class LocalProducerIdSource:
         producer_id = self._next
         self._next += 1
         return producer_id
+
+
+class DynamicConfigStore(Protocol):
+    """Where dynamic configs live (ZooKeeper's /config/topics, /config/brokers). A write is
+    announced to every broker, which applies it; `broker_layers` is this broker's view now."""
+
+    def broker_layers(self) -> BrokerLayers: ...
+
+    async def read_topic_config(self, topic: str) -> dict[str, str]: ...
+
+    async def read_broker_config(self, broker_id: int | None) -> dict[str, str]: ...
+
+    async def write_topic_config(self, topic: str, config: dict[str, str]) -> None: ...
+
+    async def write_broker_config(self, broker_id: int | None, config: dict[str, str]) -> None:
+        """broker_id None: the cluster-wide default (/config/brokers/<default>)."""
+        ...
 
 
 class CollaboratorError(Exception):

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 import uuid
@@ -84,6 +85,7 @@ from epochlog.broker.partition import (
     rebuild_producer_state,
 )
 from epochlog.broker.producer_state import ProducerStateManager
+from epochlog.broker.replica_mover import ReplicaMover
 from epochlog.config.broker import BrokerConfig
 from epochlog.config.topic import (
     log_config_for,
@@ -92,7 +94,7 @@ from epochlog.config.topic import (
 from epochlog.faults import NO_FAULTS, FaultInjector
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.schema import ZERO_UUID
-from epochlog.storage import LogManager, PartitionLog, StorageError
+from epochlog.storage import LogConfig, LogManager, PartitionLog, StorageError
 from epochlog.storage.checkpoint import (
     DeferrableEpochCheckpoint,
     deferred_checkpoints,
@@ -162,6 +164,9 @@ class ReplicaManager:
         # partition's log is created; none in the in-process harnesses.
         self.topic_configs: Callable[[str], Mapping[str, str]] = lambda topic: {}
         self._configs_of_request: dict[str, Mapping[str, str]] = {}  # one read per topic
+        # The overrides each hosted topic's partitions were built with, kept so that a broker
+        # config change can rebuild them (dynamic configs).
+        self._overrides_in_use: dict[str, Mapping[str, str]] = {}
         self.live_leaders: dict[int, tuple[str, int]] = {}
         self._guard_hw_checkpoint = config.enabled("epochlog.test.hw.checkpoint.guard.enabled")
         # The broker epoch in force when the last LeaderAndIsr was applied (None: never).
@@ -171,6 +176,10 @@ class ReplicaManager:
         self._checkpoint_writes: set[asyncio.Task[int]] = set()
         self._appended: set[TopicPartition] = set()  # led partitions whose fetches are to wake
         self._hw_moved: set[TopicPartition] = set()  # HWs moved by follower fetches, to act on
+        # Replicas moving to another log dir (AlterReplicaLogDirs).
+        self.replica_mover = ReplicaMover(
+            log_manager, self, is_cleaning=log_manager.cleaner.is_cleaning
+        )
         log_manager.on_dir_offline = self._on_log_dir_offline
         min_free = config["epochlog.log.dir.min.free.bytes"]
         self._dir_min_free_bytes: int = min_free if min_free >= 0 else config["log.segment.bytes"]
@@ -204,6 +213,15 @@ class ReplicaManager:
         raise PartitionError(
             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic-partition {topic}-{partition}"
         )
+
+    def hosted_log(self, topic: str, partition: int) -> PartitionLog | None:
+        """The log the hosted replica serves (None: not hosted, or damaged)."""
+        found = self.partitions.get((topic, partition))
+        return found.log if found is not None and found.storage_damage is None else None
+
+    def use_moved_log(self, topic: str, partition: int, moved: PartitionLog) -> None:
+        """The replica's log moved to another log dir: serve it from there."""
+        self.partitions[(topic, partition)].log = moved
 
     def topic_name_for_id(self, topic_id: uuid.UUID) -> str | None:
         name = self.metadata_cache.topic_name(topic_id)
@@ -615,7 +633,42 @@ class ReplicaManager:
             log.warning("topic %s: using the broker's defaults, its configs failed: %s", topic, exc)
             configs = {}
         self._configs_of_request[topic] = configs
+        self._overrides_in_use[topic] = configs
         return configs
+
+    # ------------------------------------------------------------------ dynamic configs
+
+    def apply_topic_config(self, topic: str, overrides: Mapping[str, str]) -> int:
+        """A topic config change (ZooKeeper notification): every partition of the topic on
+        this broker gets the new log config (retention, segments, cleaner, max.message.bytes
+        from the next append or pass) and min.insync.replicas. Returns the partitions changed."""
+        try:
+            validate_topic_configs(overrides)
+        except Exception as exc:
+            log.warning("topic %s: config change ignored, it does not validate: %s", topic, exc)
+            return 0
+        self._overrides_in_use[topic] = dict(overrides)
+        return self._rebuild(p for p in self.partitions.values() if p.topic == topic)
+
+    def apply_broker_config(self, config: BrokerConfig, log_defaults: LogConfig) -> int:
+        """A dynamic broker config change: new log defaults and min.insync.replicas for every
+        partition whose topic does not override them. Returns the partitions rebuilt."""
+        self.config = config
+        self.min_insync_replicas = config["min.insync.replicas"]
+        self.settings = dataclasses.replace(
+            self.settings, min_insync_replicas=self.min_insync_replicas
+        )
+        self.log_manager.default_config = log_defaults
+        return self._rebuild(self.partitions.values())
+
+    def _rebuild(self, partitions: Iterable[Partition]) -> int:
+        count = 0
+        for partition in partitions:
+            overrides = self._overrides_in_use.get(partition.topic, {})
+            partition.log.config = log_config_for(self.log_manager.default_config, overrides)
+            partition.settings = replication_settings_for(self.settings, overrides)
+            count += 1
+        return count
 
     def _create_partition(
         self, topic: str, index: int, topic_id: uuid.UUID | None, now: int
@@ -640,6 +693,10 @@ class ReplicaManager:
         if cut:
             partition.storage_damage = f"recovery from damage cut {cut} bytes of its log"
         self.partitions[key] = partition
+        resumed = self.log_manager.resumed_moves.pop(key, None)
+        if resumed is not None and resumed in self.log_manager.online_dirs:
+            log.info("%s-%d: resuming its move to %s", topic, index, resumed)
+            self.replica_mover.start(topic, index, resumed)
         return partition
 
     # ------------------------------------------------------------------ StopReplica
@@ -756,6 +813,7 @@ class ReplicaManager:
 
     async def shutdown(self) -> None:
         """Stop the tasks, answer every waiting operation, checkpoint the HWs (if allowed)."""
+        await self.replica_mover.stop()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

@@ -18,16 +18,18 @@ does not hold the connection. The next request is taken at once; further produce
 request order and wait alongside (up to MAX_WAITING_PRODUCES), anything else waits until they
 are answered, and a writer task answers them in order. A client pipelining produces (librdkafka
 keeps many in flight) then waits one replication round trip for many requests, not one each:
-about 3x the acks=all throughput with replication factor 3 here. Answers handled in one step of
+about 3x the acks=all throughput with replication factor 3 here. An OffsetCommit is handled the
+same way (`BEGINNERS`): its records are queued for __consumer_offsets in request order when it
+is begun, so a client's async commits share replication rounds. Answers handled in one step of
 the loop are written together (`_queue_response`).
 
 Bad input closes only the connection it came on:
 - a frame that does not decode (garbage, truncated body): close, logged (bytes after a body
   are ignored, as Kafka ignores them);
-- an API key or version we do not serve: ApiVersions gets the v0 UNSUPPORTED_VERSION body that
-  lists its own range; another API we serve gets its error response with UNSUPPORTED_VERSION
-  (encoded at the nearest version we serve, without per-partition entries since the body could
-  not be read); an unknown API key gets a frame of correlation id + int16 UNSUPPORTED_VERSION;
+- an API key or version we do not serve: close, logged in one line naming the API, version,
+  client id and the range we serve, as Kafka's SocketServer does; only ApiVersions is answered,
+  with the v0 UNSUPPORTED_VERSION body that lists its own range (`protocol.api.refusal`).
+  Answers to the requests before it on the connection go out first;
 - a handler that fails unexpectedly: the API's error response with UNKNOWN_SERVER_ERROR;
 - a handler that raises `CloseConnection` (a failed acks=0 produce): close.
 
@@ -41,21 +43,25 @@ import contextlib
 import logging
 import socket
 from collections import deque
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 from epochlog.broker.handlers import HANDLERS, BrokerServices, CloseConnection, ConnectionInfo
-from epochlog.broker.handlers.errors import error_response, nearest_version, unknown_api_response
+from epochlog.broker.handlers.errors import error_response
+from epochlog.broker.handlers.groups import begin_offset_commit
 from epochlog.broker.handlers.produce import begin_produce
 from epochlog.broker.transmit import SendMode, SliceTruncatedError, send_segmented
 from epochlog.protocol.api import (
-    APIS,
     ApiKey,
+    Refusal,
     Request,
     decode_request,
+    describe_unserved,
     encode_response,
     encode_response_segments,
+    peek_client_id,
     peek_request_header,
+    refusal,
     unsupported_api_versions_response,
 )
 from epochlog.protocol.errors import DecodeError, ErrorCode, ProtocolError, UnsupportedVersionError
@@ -66,6 +72,13 @@ log = logging.getLogger(__name__)
 MAX_QUEUED_FRAMES = 32
 # Produces of one connection appended and waiting for replication at once (see `_defer_produce`).
 MAX_WAITING_PRODUCES = 16
+# Requests whose work is ordered when begun, and that may then wait for replication while the
+# connection's next request is taken: Produce, and OffsetCommit (an append to
+# __consumer_offsets).
+BEGINNERS: dict[int, Callable[[BrokerServices, Request, ConnectionInfo], asyncio.Future[Any]]] = {
+    ApiKey.PRODUCE: begin_produce,
+    ApiKey.OFFSET_COMMIT: begin_offset_commit,
+}
 
 
 class KafkaServer:
@@ -274,12 +287,17 @@ class Connection(asyncio.BufferedProtocol):
     async def _handle(self, frame: bytes | memoryview) -> None:
         try:
             request = decode_request(frame)
-        except UnsupportedVersionError as exc:
-            peeked = peek_request_header(frame)
+        except UnsupportedVersionError:
+            api_key, version, correlation_id = peek_request_header(frame)
+            reason = describe_unserved(api_key, version, peek_client_id(frame))
             self._reader.recycle(frame)
-            await self._produces_answered.wait()
-            self._answer_unsupported(peeked, exc)
-            await self.wait_drained()
+            await self._produces_answered.wait()  # the answers before it go out first
+            if refusal(api_key, version) is Refusal.ANSWER_UNSUPPORTED_VERSION:
+                log.info("request from %s: %s", self.info.peer, reason)
+                self._queue_response(unsupported_api_versions_response(correlation_id))
+                await self.wait_drained()
+            else:
+                self.close(reason, logging.WARNING)
             return
         except DecodeError as exc:
             self._reader.recycle(frame)
@@ -299,11 +317,12 @@ class Connection(asyncio.BufferedProtocol):
                 request.header.client_id,
             )
         services = self.server.services
-        if api_key == ApiKey.PRODUCE:
+        begin = BEGINNERS.get(api_key)
+        if begin is not None:
             if len(self._waiting_produces) >= MAX_WAITING_PRODUCES:
                 await self._produces_answered.wait()
             try:
-                pending = begin_produce(services, request, self.info)
+                pending = begin(services, request, self.info)
             except Exception as exc:  # answered UNKNOWN_SERVER_ERROR by _answer, in order
                 pending = asyncio.get_running_loop().create_future()
                 pending.set_exception(exc)
@@ -376,17 +395,3 @@ class Connection(asyncio.BufferedProtocol):
             self.close("response encoding failed")
             return
         await self.wait_drained()
-
-    def _answer_unsupported(
-        self, header: tuple[int, int, int], exc: UnsupportedVersionError
-    ) -> None:
-        api_key, version, correlation_id = header
-        log.info("request from %s: %s", self.info.peer, exc)
-        if api_key == ApiKey.API_VERSIONS:
-            self._queue_response(unsupported_api_versions_response(correlation_id))
-        elif api_key in APIS:
-            nearest = nearest_version(api_key, version)
-            body = error_response(api_key, nearest, None, ErrorCode.UNSUPPORTED_VERSION)
-            self._queue_response(encode_response(api_key, nearest, correlation_id, body))
-        else:
-            self._queue_response(unknown_api_response(correlation_id))

@@ -14,7 +14,7 @@ import sys
 from rich.console import Console
 from rich.logging import RichHandler
 
-from epochlog.cli import controller_cmd, groups_cmd, partitions_cmd
+from epochlog.cli import configs_cmd, controller_cmd, groups_cmd, log_dirs_cmd, partitions_cmd
 
 DEFAULT_DIR = ".epochlog"
 
@@ -106,6 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     controller_cmd.add_parser(sub, _add_bootstrap)
     groups_cmd.add_parser(sub, _add_bootstrap)
+    configs_cmd.add_parser(sub, _add_bootstrap)
+    log_dirs_cmd.add_parser(sub, _add_bootstrap)
 
     demo = sub.add_parser("demo", help="run the demo and print a summary")
     demo.add_argument("--storage", action="store_true", help="the storage crash-recovery demo")
@@ -137,6 +139,10 @@ def main(argv: list[str] | None = None) -> int:
             return proxy_cmd.run(args, console)
         if args.command == "groups":
             return groups_cmd.run(args, console)
+        if args.command == "configs":
+            return configs_cmd.run(args, console)
+        if args.command == "log-dirs":
+            return log_dirs_cmd.run(args, console)
         return commands.run(args, console)
     except commands.CommandError as exc:
         Console(stderr=True).print(f"[bold red]error:[/] {exc}")

@@ -11,8 +11,9 @@ Layers, bottom up: `connection` (one broker connection: framing, pipelining, Api
 view), `network` (connections to all brokers, bootstrap, metadata refresh; `recovery` is where
 the rebootstrap decision plugs in), then `producer` (`partitioner`, `accumulator`,
 `idempotence`), `consumer` (`subscription`, `fetch_decoder`; in a group `consumer_coordinator`
-with the sans-I/O `membership`, `assignors` and `group_offsets`) and `admin`; `sync` holds the
-facades.
+with `coordinator_connection`, `group_heartbeat` and `offset_committer`, deciding through the
+sans-I/O `membership`, `rebalance`, `group_subscription`, `assignors`, `group_requests` and
+`group_offsets`) and `admin`; `sync` holds the facades.
 """
 
 import importlib

@@ -36,6 +36,11 @@ valid, so the coordinator does not wait for the old one to time out); MEMBER_ID_
 member is still in the generation the request was sent in; an answer about an older generation
 is ignored.
 
+What the I/O shell's two tasks do next is decided here too: `next_group_step` (wait, find the
+coordinator, join, fetch committed offsets) and `next_heartbeat` (wait, send, give the
+coordinator up when the session ran out, leave when the poll interval did); `commit_refusal`
+says why an OffsetCommit cannot carry the member's generation now.
+
 Leaving: a dynamic member sends LeaveGroup on close and when it did not poll within
 max.poll.interval.ms (it then rejoins at its next poll, with a new member id). A static member
 (group.instance.id) never sends LeaveGroup: it is removed only when its session times out, so a
@@ -194,6 +199,16 @@ class GroupMembership:
         """Heartbeats are sent while SYNCING and STABLE (the coordinator holds a JoinGroup
         without them)."""
         return self.state in (MemberState.SYNCING, MemberState.STABLE)
+
+    def commit_refusal(self) -> ErrorCode | None:
+        """Why an OffsetCommit cannot go out under this member's generation now (None: it can):
+        REBALANCE_IN_PROGRESS while a rebalance runs or the generation is not yet stable,
+        ILLEGAL_GENERATION when there is no generation at all."""
+        if self.state is MemberState.STABLE and self.has_generation():
+            return None
+        if self.state in (MemberState.JOINING, MemberState.SYNCING) or self.has_generation():
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.ILLEGAL_GENERATION
 
     def should_leave(self) -> bool:
         """LeaveGroup is sent by dynamic members that are in the group (Java's maybeLeaveGroup)."""
@@ -371,6 +386,14 @@ class HeartbeatTimers:
     def polled(self, now: float) -> None:
         self.poll_deadline_ms = now + self.max_poll_interval_ms
 
+    def answered(self, reaction: Reaction, now: float) -> None:
+        """A heartbeat was answered: an answer the member acts on by proceeding, rejoining or
+        ignoring it shows the session is alive; any other is tried again after the backoff."""
+        if reaction in (Reaction.PROCEED, Reaction.REJOIN, Reaction.IGNORE):
+            self.received(now)
+        else:
+            self.failed(now)
+
     def time_to_next_heartbeat(self, now: float) -> float:
         return max(0.0, self.next_heartbeat_ms - now)
 
@@ -382,3 +405,92 @@ class HeartbeatTimers:
 
     def poll_expired(self, now: float) -> bool:
         return now >= self.poll_deadline_ms
+
+
+# ------------------------------------------------------------------ what the two tasks do next
+
+
+class HeartbeatStep(enum.Enum):
+    IDLE = "idle"  # not SYNCING or STABLE: no heartbeat until woken
+    SESSION_EXPIRED = "session expired"  # none got through in session.timeout.ms: coordinator lost
+    POLL_EXPIRED = "poll expired"  # no poll() in max.poll.interval.ms: leave the group
+    WAIT = "wait"  # the next heartbeat (or deadline) is wait_ms away
+    SEND = "send"
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatDecision:
+    step: HeartbeatStep
+    wait_ms: float = 0.0
+
+
+def next_heartbeat(
+    member: GroupMembership, timers: HeartbeatTimers, now: float
+) -> HeartbeatDecision:
+    """What the heartbeat task does now, for a member whose coordinator is known."""
+    if not member.heartbeats():
+        return HeartbeatDecision(HeartbeatStep.IDLE)
+    if timers.session_expired(now):
+        return HeartbeatDecision(HeartbeatStep.SESSION_EXPIRED)
+    if timers.poll_expired(now) and member.state is MemberState.STABLE:
+        return HeartbeatDecision(HeartbeatStep.POLL_EXPIRED)
+    if not timers.should_heartbeat(now):
+        wait_ms = min(
+            timers.time_to_next_heartbeat(now),
+            timers.poll_deadline_ms - now,
+            timers.session_deadline_ms - now,
+        )
+        return HeartbeatDecision(HeartbeatStep.WAIT, wait_ms)
+    return HeartbeatDecision(HeartbeatStep.SEND)
+
+
+class GroupStep(enum.Enum):
+    IDLE = "idle"  # nothing to do until woken
+    WAIT = "wait"  # a backoff runs: look again in wait_ms
+    FIND_COORDINATOR = "find coordinator"
+    JOIN = "join"  # JoinGroup and SyncGroup (after the revocations, once per rebalance)
+    FETCH_COMMITTED = "fetch committed"  # OffsetFetch for partitions waiting for their start
+
+
+@dataclass(frozen=True, slots=True)
+class GroupStepDecision:
+    step: GroupStep
+    wait_ms: float = 0.0
+
+
+def next_group_step(
+    member: GroupMembership,
+    now: float,
+    *,
+    failed: bool,
+    subscribed: bool,
+    waiting_for_poll: bool,
+    subscription_changed: bool,
+    awaiting_committed: bool,
+    coordinator_known: bool,
+    find_backoff_until_ms: float,
+    join_backoff_until_ms: float,
+) -> GroupStepDecision:
+    """What the group task does now. `failed`: a fatal error waits for the application;
+    `waiting_for_poll`: the member left on max.poll.interval.ms and rejoins at the next poll;
+    `subscription_changed`: the topics differ from those of the last JoinGroup, which a STABLE
+    member rejoins for (asked every time, as Java's rejoinNeededOrPending, so a change that
+    arrived while a rebalance was completing is not forgotten)."""
+    if failed or member.state is MemberState.CLOSED:
+        return GroupStepDecision(GroupStep.IDLE)
+    if subscribed and waiting_for_poll:
+        return GroupStepDecision(GroupStep.IDLE)
+    if member.state is MemberState.STABLE and subscription_changed:
+        member.request_rejoin("the subscription changed since the last join")
+    joining = subscribed and member.needs_join()
+    if not joining and not awaiting_committed:
+        return GroupStepDecision(GroupStep.IDLE)
+    if not coordinator_known:
+        if now < find_backoff_until_ms:
+            return GroupStepDecision(GroupStep.WAIT, find_backoff_until_ms - now)
+        return GroupStepDecision(GroupStep.FIND_COORDINATOR)
+    if joining:
+        if now < join_backoff_until_ms:
+            return GroupStepDecision(GroupStep.WAIT, join_backoff_until_ms - now)
+        return GroupStepDecision(GroupStep.JOIN)
+    return GroupStepDecision(GroupStep.FETCH_COMMITTED)

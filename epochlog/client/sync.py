@@ -34,6 +34,12 @@ from typing import Any, TypeVar
 
 from epochlog.aio import wait_for
 from epochlog.client.admin import AsyncAdmin, ClusterDescription, NewTopic, TopicDescription
+from epochlog.client.admin_log_dirs import (
+    LogDirDescription,
+    ProducerState,
+    TopicPartitionReplica,
+    TopicPartitionsDescription,
+)
 from epochlog.client.admin_partitions import DeletedRecords, ElectionType, NewPartitions
 from epochlog.client.consumer import AsyncConsumer, OffsetAndTimestamp, RebalanceCallback
 from epochlog.client.delivery import DeliveryFuture
@@ -506,6 +512,15 @@ class Admin:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    def describe_configs(self, resources: Any, **options: Any) -> Any:
+        return self._thread.run(self._admin.describe_configs(resources, **options))
+
+    def alter_configs(self, configs: Any, **options: Any) -> None:
+        self._thread.run(self._admin.alter_configs(configs, **options))
+
+    def incremental_alter_configs(self, ops: Any, **options: Any) -> None:
+        self._thread.run(self._admin.incremental_alter_configs(ops, **options))
+
     def create_topic(
         self,
         name: str,
@@ -668,6 +683,50 @@ class Admin:
     ) -> dict[TopicPartition, KafkaError | None]:
         parts = None if partitions is None else list(partitions)
         return self._thread.run(self._admin.elect_leaders(election_type, parts, timeout=timeout))
+
+    # Log dirs, producers and paginated topic descriptions (see `admin_log_dirs`).
+
+    def describe_log_dirs(
+        self, brokers: Iterable[int] | None = None, *, timeout: float | None = None
+    ) -> dict[int, dict[str, LogDirDescription]]:
+        return self._thread.run(
+            self._admin.describe_log_dirs(
+                None if brokers is None else list(brokers), timeout=timeout
+            )
+        )
+
+    def alter_replica_log_dirs(
+        self, assignments: Mapping[TopicPartitionReplica, str], *, timeout: float | None = None
+    ) -> dict[TopicPartitionReplica, KafkaError | None]:
+        return self._thread.run(
+            self._admin.alter_replica_log_dirs(dict(assignments), timeout=timeout)
+        )
+
+    def describe_producers(
+        self,
+        partitions: Iterable[tuple[str, int]],
+        *,
+        broker_id: int | None = None,
+        timeout: float | None = None,
+    ) -> dict[TopicPartition, list[ProducerState]]:
+        return self._thread.run(
+            self._admin.describe_producers(
+                [TopicPartition(*tp) for tp in partitions], broker_id=broker_id, timeout=timeout
+            )
+        )
+
+    def describe_topic_partitions(
+        self,
+        topics: Iterable[str] | None = None,
+        *,
+        page_size: int = 2000,
+        timeout: float | None = None,
+    ) -> dict[str, TopicPartitionsDescription]:
+        return self._thread.run(
+            self._admin.describe_topic_partitions(
+                None if topics is None else list(topics), page_size=page_size, timeout=timeout
+            )
+        )
 
     def close(self) -> None:
         if self._thread.loop.is_closed():

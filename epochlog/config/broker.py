@@ -304,6 +304,8 @@ class BrokerConfig:
 
     def __init__(self, values: Mapping[str, Any]) -> None:
         self._values: dict[str, Any] = {}
+        # The keys given (server.properties): what DescribeConfigs calls STATIC_BROKER_CONFIG.
+        self.explicit: dict[str, Any] = {}
         for key, raw in values.items():
             definition = DEFINITIONS.get(key) or TEST_SWITCHES.get(key)
             if definition is None:
@@ -311,6 +313,7 @@ class BrokerConfig:
                     continue
                 raise ConfigError(f"unknown broker config key {key!r}")
             self._values[key] = _convert(key, definition, raw)
+            self.explicit[key] = self._values[key]
         for key, definition in {**DEFINITIONS, **TEST_SWITCHES}.items():
             if key not in self._values:
                 if definition.default is _NO_DEFAULT:

@@ -43,6 +43,7 @@ from epochlog.controller.decisions import (
     on_new_partitions,
     on_preferred_election,
     on_topic_deletion,
+    on_unclean_election_enabled,
 )
 from epochlog.controller.partition_requests import PartitionRequests
 from epochlog.controller.requests import ControllerRequests
@@ -277,6 +278,31 @@ class Controller(ControllerRequests, StorageEvents, PartitionRequests):
             version,
             state.isr_broker_epochs,
         )
+
+    def topic_config_changed(self, topic: str, config: dict[str, str]) -> None:
+        """A topic's dynamic config changed (ZooKeeper notification, via this broker): the
+        cached configs follow, and offline partitions elect if unclean election was enabled."""
+
+        async def event() -> None:
+            was = self._unclean(topic)
+            if topic in self.ctx.topic_ids:
+                self.topic_configs[topic] = dict(config)
+            if self._unclean(topic) and not was:
+                await self._execute(on_unclean_election_enabled(self.ctx, self._unclean))
+
+        self._enqueue(event)
+
+    def broker_config_changed(self, config: BrokerConfig) -> None:
+        """The broker's dynamic configs changed: unclean.leader.election.enable is read from
+        the new settings from now on."""
+
+        async def event() -> None:
+            was = bool(self.config["unclean.leader.election.enable"])
+            self.config = config
+            if config["unclean.leader.election.enable"] and not was:
+                await self._execute(on_unclean_election_enabled(self.ctx, self._unclean))
+
+        self._enqueue(event)
 
     def _unclean(self, topic: str) -> bool:
         value = self.topic_configs.get(topic, {}).get("unclean.leader.election.enable")

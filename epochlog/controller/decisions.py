@@ -156,6 +156,17 @@ def _elect_offline(ctx: ControllerContext, plan: Plan, unclean: UncleanPolicy) -
         plan.batch.add_leader_and_isr(_live_replicas(ctx, tp), tp)
 
 
+def on_unclean_election_enabled(ctx: ControllerContext, unclean: UncleanPolicy) -> Plan:
+    """unclean.leader.election.enable became true (a topic or broker config change): offline
+    partitions that may now elect a replica outside the ISR do so at once, as Kafka's
+    controller does on TopicUncleanLeaderElectionEnable."""
+    plan = Plan()
+    _elect_offline(ctx, plan, unclean)
+    if plan.updates:
+        plan.batch.add_update_metadata(ctx.live_brokers)
+    return plan
+
+
 def on_broker_failure(
     ctx: ControllerContext, dead_brokers: Collection[int], unclean: UncleanPolicy = never_unclean
 ) -> Plan:

@@ -38,6 +38,7 @@ from epochlog.config.broker import BrokerConfig, ConfigError
 from epochlog.controller.assignment import AssignmentError, assign_replicas
 from epochlog.controller.elector import ControllerElector
 from epochlog.node.controller_gateway import ControllerGateway, ZkControllerPins
+from epochlog.node.dynamic_configs import ZkDynamicConfigs, load_broker_layers
 from epochlog.node.groups import ZkGroupCoordinator, attach_group_coordinator
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import ApiKey
@@ -161,10 +162,14 @@ class BrokerProcess:
     async def _serve(self, zk: KazooClient) -> None:
         await asyncio.to_thread(ensure_top_level_paths, zk)
         cluster_id = await asyncio.to_thread(get_or_create_cluster_id, zk)
-        elector = ControllerElector(self.broker_id, zk, self.config)
+        # Dynamic broker configs in ZooKeeper apply from the start (Kafka reads them first).
+        layers = await asyncio.to_thread(load_broker_layers, zk, self.config)
+        dynamic_configs = ZkDynamicConfigs(zk, layers)
+        effective = layers.effective()
+        elector = ControllerElector(self.broker_id, zk, effective)
         epoch_holder = BrokerEpochHolder()
         broker = Broker(
-            self.config,
+            effective,
             cluster_id=cluster_id,
             controller=ControllerGateway(elector),
             auto_creator=ZkTopicAutoCreator(zk, self.config),
@@ -172,12 +177,14 @@ class BrokerProcess:
             epoch_holder=epoch_holder,
         )
         broker.services.controller_pins = ZkControllerPins(zk)  # KIP-39: any broker pins
+        broker.services.config_store = dynamic_configs
         elector.on_controller_change = broker.metadata_cache.learn_controller
         broker.replica_manager.topic_configs = lambda topic: zkc.read_topic_config(zk, topic)
         broker.replica_manager.on_storage_event = ZkLogDirEventNotifier(zk, self.broker_id).notify
         groups = ZkGroupCoordinator(zk, self.config, broker)
         attach_group_coordinator(broker, groups)
         await broker.start()
+        await dynamic_configs.start(broker, elector)
         registration = BrokerRegistration(
             self.broker_id,
             tuple(Endpoint(e.listener, e.host, e.port) for e in broker.advertised_endpoints),
@@ -194,6 +201,7 @@ class BrokerProcess:
             if self.config["controlled.shutdown.enable"]:
                 await self._controlled_shutdown(zk, epoch_holder)
         finally:
+            dynamic_configs.stop()
             await elector.stop()
             await groups.runtime.close()
             await broker.stop()

@@ -5,6 +5,12 @@ ApiVersions and its request and response classes. Framing follows Kafka's header
 the request header is v2 for a flexible API version and v1 otherwise (v0 for ControlledShutdown
 v0); the response header is v1 for a flexible version and v0 otherwise, except that ApiVersions
 responses always use v0 so that any client can read them.
+
+A request of an API key or version we do not serve is refused as Kafka's broker refuses it
+(`refusal`): SocketServer closes the connection (`isApiEnabled` fails while parsing the header),
+except for ApiVersions, which accepts any version and answers one it does not know with
+UNSUPPORTED_VERSION in a v0 body listing ApiVersions' own range (KIP-511), so that the client can
+ask again at a version we serve.
 """
 
 from __future__ import annotations
@@ -46,12 +52,19 @@ class ApiKey(enum.IntEnum):
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    ALTER_REPLICA_LOG_DIRS = 34
+    DESCRIBE_LOG_DIRS = 35
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
     OFFSET_DELETE = 47
     ALTER_PARTITION = 56
     DESCRIBE_CLUSTER = 60
+    DESCRIBE_CONFIGS = 32  # dynamic configs
+    ALTER_CONFIGS = 33
+    INCREMENTAL_ALTER_CONFIGS = 44
+    DESCRIBE_PRODUCERS = 61
+    DESCRIBE_TOPIC_PARTITIONS = 75
     PIN_CONTROLLER = m.pin_controller.API_KEY  # KIP-39, a vendor key Kafka does not use
 
 
@@ -114,8 +127,56 @@ APIS: dict[int, Api] = {
         _api(ApiKey.DELETE_RECORDS, m.DeleteRecordsRequest, m.DeleteRecordsResponse),
         _api(ApiKey.CREATE_PARTITIONS, m.CreatePartitionsRequest, m.CreatePartitionsResponse),
         _api(ApiKey.ELECT_LEADERS, m.ElectLeadersRequest, m.ElectLeadersResponse),
+        _api(ApiKey.DESCRIBE_CONFIGS, m.DescribeConfigsRequest, m.DescribeConfigsResponse),
+        _api(ApiKey.ALTER_CONFIGS, m.AlterConfigsRequest, m.AlterConfigsResponse),
+        _api(
+            ApiKey.INCREMENTAL_ALTER_CONFIGS,
+            m.IncrementalAlterConfigsRequest,
+            m.IncrementalAlterConfigsResponse,
+        ),
+        _api(
+            ApiKey.ALTER_REPLICA_LOG_DIRS,
+            m.AlterReplicaLogDirsRequest,
+            m.AlterReplicaLogDirsResponse,
+        ),
+        _api(ApiKey.DESCRIBE_LOG_DIRS, m.DescribeLogDirsRequest, m.DescribeLogDirsResponse),
+        _api(ApiKey.DESCRIBE_PRODUCERS, m.DescribeProducersRequest, m.DescribeProducersResponse),
+        _api(
+            ApiKey.DESCRIBE_TOPIC_PARTITIONS,
+            m.DescribeTopicPartitionsRequest,
+            m.DescribeTopicPartitionsResponse,
+        ),
     )
 }
+
+
+class Refusal(enum.Enum):
+    """What the broker does with a request of an API key or version it does not serve."""
+
+    ANSWER_UNSUPPORTED_VERSION = "answer UNSUPPORTED_VERSION"  # ApiVersions only
+    CLOSE_CONNECTION = "close the connection"
+
+
+def refusal(api_key: int, version: int) -> Refusal | None:
+    """None for a request we serve; otherwise how it is refused (see the module docstring)."""
+    api = APIS.get(api_key)
+    if api is not None and api.supports(version):
+        return None
+    if api_key == ApiKey.API_VERSIONS:
+        return Refusal.ANSWER_UNSUPPORTED_VERSION
+    return Refusal.CLOSE_CONNECTION
+
+
+def describe_unserved(api_key: int, version: int, client_id: str | None) -> str:
+    """One line naming an unserved request: API name and key, version, client, served range."""
+    client = f"client id {client_id!r}" if client_id is not None else "unknown client id"
+    api = APIS.get(api_key)
+    if api is None:
+        return f"API key {api_key} v{version} ({client}) is not an API this broker serves"
+    return (
+        f"{api.name} (key {api_key}) v{version} ({client}) is outside the versions this broker "
+        f"serves (v{api.min_version}-{api.max_version})"
+    )
 
 
 def request_header_version(api_key: int, version: int) -> int:
@@ -180,6 +241,22 @@ def peek_request_header(frame: bytes | bytearray | memoryview) -> tuple[int, int
     if len(frame) < _KEY_VERSION_CORRELATION.size:
         raise DecodeError("RequestHeader", None, None, f"frame of {len(frame)} bytes is too short")
     return _KEY_VERSION_CORRELATION.unpack_from(frame, 0)
+
+
+def peek_client_id(frame: bytes | bytearray | memoryview) -> str | None:
+    """The client id of a request frame (without size prefix) whatever its API and version, or
+    None where it cannot be read: request headers v1 and v2 both put it, a classic nullable
+    string, right after the correlation id (only ControlledShutdown v0 has no client id)."""
+    api_key, version, _ = peek_request_header(frame)
+    if request_header_version(api_key, version) == 0 or len(frame) < 10:
+        return None
+    (length,) = struct.unpack_from(">h", frame, 8)
+    if length < 0 or 10 + length > len(frame):
+        return None
+    try:
+        return bytes(frame[10 : 10 + length]).decode()
+    except UnicodeDecodeError:
+        return None
 
 
 def decode_request(frame: bytes | bytearray | memoryview) -> Request:

@@ -234,7 +234,8 @@ class EncodeError(ProtocolError):
 
 
 class UnsupportedVersionError(ProtocolError):
-    """An API key or version we do not serve; the broker answers UNSUPPORTED_VERSION."""
+    """An API key or version we do not serve (the broker closes the connection, except for
+    ApiVersions: see `protocol.api.refusal`)."""
 
     def __init__(self, api_key: int, version: int, reason: str = "") -> None:
         self.api_key = api_key

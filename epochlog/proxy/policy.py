@@ -10,10 +10,15 @@ Requests, by the connection's state (`decide_request`):
 
 | connection | request                 | action                                                 |
 |------------|-------------------------|--------------------------------------------------------|
-| current    | anything                | FORWARD to its upstream broker                         |
+| any        | a rewritten API (below) at a version epochlog does not serve | REFUSE: close |
+| current    | anything else           | FORWARD to its upstream broker                         |
 | stale      | Metadata v13+           | ANSWER_REBOOTSTRAP: top-level REBOOTSTRAP_REQUIRED     |
 | stale      | Metadata v0-12          | CLOSE: the client cannot be told, so it must reconnect |
 | stale      | anything else           | CLOSE: nothing may reach the old cluster after a switch |
+
+REFUSE is what a broker does with a version it does not serve (`protocol.api.refusal`): the proxy
+could not read the answer to rewrite it. Everything else is the upstream's to refuse, byte for
+byte as the client sent it.
 
 At the switch itself (`close_at_switch`), connections that already sent Metadata below v13 are
 closed at once (KIP-1102: older clients get their connections closed, not an error they cannot
@@ -36,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from epochlog.protocol import messages as m
-from epochlog.protocol.api import ApiKey
+from epochlog.protocol.api import ApiKey, refusal
 from epochlog.protocol.errors import ErrorCode
 
 REBOOTSTRAP_MIN_METADATA_VERSION = 13
@@ -47,7 +52,8 @@ FIRST_BATCHED_FIND_COORDINATOR = 4  # KIP-699: Coordinators, one per key
 class Action(enum.Enum):
     FORWARD = "forward"
     ANSWER_REBOOTSTRAP = "answer REBOOTSTRAP_REQUIRED"
-    CLOSE = "close"
+    CLOSE = "close"  # a stale connection
+    REFUSE = "close: a version the proxy cannot rewrite"
 
 
 @dataclass
@@ -66,6 +72,8 @@ def decide_request(
     conn: ConnectionView, current_generation: int, api_key: int, version: int
 ) -> Action:
     """The action for one request; see the table in the module docstring."""
+    if api_key in REWRITTEN_APIS and refusal(api_key, version) is not None:
+        return Action.REFUSE
     if api_key == ApiKey.METADATA:
         conn.metadata_versions.add(version)
     if conn.generation == current_generation:

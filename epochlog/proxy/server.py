@@ -43,7 +43,9 @@ from epochlog.client.metadata import metadata_request
 from epochlog.protocol.api import (
     ApiKey,
     decode_response,
+    describe_unserved,
     encode_response,
+    peek_client_id,
     peek_request_header,
     request_header_version,
 )
@@ -182,6 +184,10 @@ class Session:
                 frame = await _read_frame(self._reader)
                 api_key, version, correlation_id = peek_request_header(frame)
                 action = decide_request(self.view, self.proxy.generation, api_key, version)
+                if action is Action.REFUSE:
+                    reason = describe_unserved(api_key, version, peek_client_id(frame))
+                    log.warning("session %d: closing: %s", self.id, reason)
+                    break
                 if action is Action.CLOSE:
                     log.info(
                         "session %d: closing a connection of generation %d (API %d v%d)",

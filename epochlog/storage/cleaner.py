@@ -251,6 +251,17 @@ class LogCleaner:
             thread.start()
             self._threads.append(thread)
 
+    def reconfigure(self, config: CleanerConfig) -> None:
+        """Take new log.cleaner.* settings (a dynamic broker config change): read by the next
+        pass; a new thread count or enable flag restarts the workers, as Kafka's cleaner does.
+        Blocking when it restarts: call it off the owner's thread."""
+        restart = (config.threads, config.enable) != (self.config.threads, self.config.enable)
+        running = bool(self._threads)
+        self.config = config
+        if restart and running:
+            self.shutdown()
+            self.start(None, self._high_watermark_of)
+
     def shutdown(self) -> None:
         """Stop the workers (a pass in progress stops at its next step) and wait for them. Call
         it off the owner's thread: a worker may be waiting for the owner."""
@@ -269,6 +280,10 @@ class LogCleaner:
         self._checkpoints.pop(key, None)
         self._horizons.pop(key, None)
         self._uncleanable.pop(key, None)
+
+    def is_cleaning(self, key: TopicPartition) -> bool:
+        """A pass is rewriting this log's segments (a replica move waits for it to end)."""
+        return key in self._in_progress
 
     def checkpoint_of(self, key: TopicPartition) -> int | None:
         return self._checkpoints.get(key)

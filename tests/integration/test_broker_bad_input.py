@@ -1,8 +1,11 @@
 """Bad input to an in-process broker: each bad request gets a clear error or closes only its own
-connection, changes nothing, and a bystander connection keeps being served throughout."""
+connection, changes nothing, and a bystander connection keeps being served throughout. A request
+of an API or version the broker does not serve closes its connection, as Kafka's does; only
+ApiVersions is answered (UNSUPPORTED_VERSION, so the client can ask again lower)."""
 
 from __future__ import annotations
 
+import logging
 import random
 import socket
 import struct
@@ -19,7 +22,7 @@ from epochlog.broker.harness import (
     update_metadata_request,
 )
 from epochlog.protocol import messages as m
-from epochlog.protocol.api import ApiKey, decode_response, encode_request
+from epochlog.protocol.api import APIS, ApiKey, decode_response, encode_request
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.records import RecordBatchBuilder
 
@@ -223,11 +226,52 @@ def test_produce_to_a_partition_led_elsewhere_is_not_leader_or_follower(broker, 
 # ------------------------------------------------------------------ API versions
 
 
-def test_unknown_api_key_gets_unsupported_version_and_the_connection_stays(client):
-    client.send_bytes(struct.pack(">ihhi", 8, 9999, 0, 77))
-    frame = client.read_frame()
-    assert struct.unpack(">ih", frame) == (77, ErrorCode.UNSUPPORTED_VERSION)
-    assert_serves(client)
+def request_frame(api_key: int, version: int, correlation_id: int = 1) -> bytes:
+    """A request frame of any key and version: a served request's bytes under another header
+    (the broker must refuse it from the header alone)."""
+    raw = bytearray(encode_request(ApiKey.METADATA, 4, correlation_id, "raw", m.MetadataRequest()))
+    struct.pack_into(">hh", raw, 4, api_key, version)
+    return bytes(raw)
+
+
+@pytest.mark.parametrize(
+    ("api_key", "version", "named"),
+    [
+        (ApiKey.FETCH, 3, "Fetch (key 1) v3"),  # below our range
+        (ApiKey.PRODUCE, 2, "Produce (key 0) v2"),
+        (ApiKey.METADATA, 14, "Metadata (key 3) v14"),  # our max + 1
+        (57, 0, "API key 57 v0"),  # UpdateFeatures, a Kafka API we do not serve
+        (68, 1, "API key 68 v1"),  # ConsumerGroupHeartbeat
+        (9999, 0, "API key 9999 v0"),  # no API at all
+    ],
+    ids=["fetch-v3", "produce-v2", "metadata-v14", "key-57", "key-68", "key-9999"],
+)
+def test_an_api_or_version_we_do_not_serve_closes_the_connection_and_is_logged(
+    client, bystander, caplog, api_key, version, named
+):
+    with caplog.at_level(logging.WARNING, logger="epochlog.broker.server"):
+        client.send_bytes(request_frame(api_key, version))
+        assert client.is_closed()
+    lines = [r.getMessage() for r in caplog.records if named in r.getMessage()]
+    assert len(lines) == 1, [r.getMessage() for r in caplog.records]
+    assert "client id 'raw'" in lines[0] and "closing connection from 127.0.0.1:" in lines[0]
+    if api_key in APIS:
+        api = APIS[api_key]
+        assert f"serves (v{api.min_version}-{api.max_version})" in lines[0]
+
+
+def test_answers_to_earlier_requests_go_out_before_the_close(client, bystander):
+    request = m.ApiVersionsRequest(client_software_name="test", client_software_version="1")
+    client.send_bytes(
+        encode_request(ApiKey.API_VERSIONS, 3, 1, "raw", request)
+        + encode_request(ApiKey.API_VERSIONS, 3, 2, "raw", request)
+        + request_frame(ApiKey.FETCH, 3, correlation_id=3)
+        + encode_request(ApiKey.API_VERSIONS, 3, 4, "raw", request)
+    )
+    for expected in (1, 2):
+        correlation, body = decode_response(ApiKey.API_VERSIONS, 3, client.read_frame())
+        assert (correlation, body.error_code) == (expected, 0)
+    assert client.is_closed()  # and the request after the refused one is not answered
 
 
 def test_api_versions_v99_gets_the_v0_body_listing_key_18(client):
@@ -235,16 +279,6 @@ def test_api_versions_v99_gets_the_v0_body_listing_key_18(client):
     correlation, body = decode_response(ApiKey.API_VERSIONS, 0, client.read_frame())
     assert correlation == 5 and body.error_code == ErrorCode.UNSUPPORTED_VERSION
     assert [(k.api_key, k.min_version, k.max_version) for k in body.api_keys] == [(18, 0, 4)]
-    assert_serves(client)
-
-
-def test_unsupported_version_of_a_served_api_gets_unsupported_version(client):
-    # Metadata v14: answered with the v13 error body (its top-level ErrorCode)
-    raw = bytearray(encode_request(ApiKey.METADATA, 13, 6, "x", m.MetadataRequest()))
-    struct.pack_into(">h", raw, 6, 14)
-    client.send_bytes(bytes(raw))
-    correlation, body = decode_response(ApiKey.METADATA, 13, client.read_frame())
-    assert correlation == 6 and body.error_code == ErrorCode.UNSUPPORTED_VERSION
     assert_serves(client)
 
 

@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from epochlog.broker.handlers import HANDLERS
-from epochlog.broker.handlers.errors import error_response, nearest_version, unknown_api_response
+from epochlog.broker.handlers.errors import error_response
 from epochlog.broker.harness import leader_and_isr_request
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import APIS, ApiKey, decode_response, encode_response
@@ -90,12 +90,3 @@ def test_error_response_encodes_and_decodes(api_key, version):
 
 def test_every_api_has_a_handler():
     assert set(HANDLERS) == set(APIS)
-
-
-def test_unsupported_versions_are_answered_at_the_nearest_served_version():
-    assert nearest_version(ApiKey.METADATA, 14) == 13
-    assert nearest_version(ApiKey.PRODUCE, 2) == 3
-
-
-def test_unknown_api_frame_is_correlation_id_and_unsupported_version():
-    assert unknown_api_response(7) == b"\x00\x00\x00\x06\x00\x00\x00\x07\x00\x23"

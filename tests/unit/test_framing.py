@@ -10,10 +10,14 @@ from epochlog.protocol import messages as m
 from epochlog.protocol.api import (
     APIS,
     ApiKey,
+    Refusal,
     decode_request,
     decode_response,
+    describe_unserved,
     encode_request,
     encode_response,
+    peek_client_id,
+    refusal,
     request_header_version,
     response_header_version,
     unsupported_api_versions_response,
@@ -71,6 +75,48 @@ def test_unknown_api_and_version_are_unsupported() -> None:
     frame = struct.pack(">hhih", ApiKey.PRODUCE, 99, 1, -1)
     with pytest.raises(UnsupportedVersionError):
         decode_request(frame)
+
+
+@pytest.mark.parametrize(
+    ("api_key", "version", "expected"),
+    [
+        (ApiKey.FETCH, 16, None),
+        (ApiKey.API_VERSIONS, 0, None),
+        (ApiKey.FETCH, 3, Refusal.CLOSE_CONNECTION),  # below our range
+        (ApiKey.METADATA, 14, Refusal.CLOSE_CONNECTION),  # above it
+        (57, 0, Refusal.CLOSE_CONNECTION),  # UpdateFeatures: a Kafka API we do not serve
+        (9999, 0, Refusal.CLOSE_CONNECTION),  # no API at all
+        (ApiKey.API_VERSIONS, 5, Refusal.ANSWER_UNSUPPORTED_VERSION),
+        (ApiKey.API_VERSIONS, -1, Refusal.ANSWER_UNSUPPORTED_VERSION),
+    ],
+)
+def test_only_api_versions_is_answered_when_not_served(
+    api_key: int, version: int, expected: Refusal | None
+) -> None:
+    assert refusal(api_key, version) is expected
+
+
+def test_an_unserved_request_is_described_with_api_version_client_and_served_range() -> None:
+    assert describe_unserved(ApiKey.FETCH, 3, "kafka-python-2.0") == (
+        "Fetch (key 1) v3 (client id 'kafka-python-2.0') is outside the versions this broker "
+        f"serves (v{APIS[ApiKey.FETCH].min_version}-{APIS[ApiKey.FETCH].max_version})"
+    )
+    assert describe_unserved(68, 0, None) == (
+        "API key 68 v0 (unknown client id) is not an API this broker serves"
+    )
+
+
+def test_the_client_id_is_read_from_any_request_header_that_has_one() -> None:
+    fetch_v3 = struct.pack(">hhih", ApiKey.FETCH, 3, 1, 3) + b"cli" + b"\x00" * 20
+    assert peek_client_id(fetch_v3) == "cli"
+    metadata_v14 = struct.pack(">hhih", ApiKey.METADATA, 14, 1, 2) + b"me" + b"\x00"
+    assert peek_client_id(metadata_v14) == "me"
+    assert peek_client_id(struct.pack(">hhih", 57, 0, 1, -1)) is None  # a null client id
+    assert peek_client_id(struct.pack(">hhih", 57, 0, 1, 40) + b"short") is None
+    assert peek_client_id(struct.pack(">hhih", 57, 0, 1, 2) + b"\xff\xfe") is None
+    # ControlledShutdown v0's header (v0) has no client id: the int16 after it is the body's
+    controlled_shutdown_v0 = struct.pack(">hhihi", ApiKey.CONTROLLED_SHUTDOWN, 0, 1, 1, 0)
+    assert peek_client_id(controlled_shutdown_v0) is None
 
 
 def test_unsupported_api_versions_gets_a_v0_body_listing_key_18() -> None:

@@ -145,10 +145,11 @@ def test_a_member_must_join_with_the_id_it_was_given_kip394() -> None:
 def test_three_members_join_within_the_initial_delay_and_get_one_generation() -> None:
     h = Harness()
     ids = [h.new_member("g") for _ in range(3)]
-    handles = [h.join("g", i) for i in ids]
-    h.advance(DELAY - 1)
-    assert not any(x in h.replies for x in handles)
-    h.advance(DELAY)  # extended once: members joined during the first delay
+    handles = []
+    for i in ids:  # a second apart: each join runs the delay again (KIP-134)
+        handles.append(h.join("g", i))
+        h.advance(1_000)
+    h.advance(DELAY - 1_000 - 1)  # the last joined at 2 s: the delay ends at 2 s + DELAY
     assert not any(x in h.replies for x in handles)
     h.advance(1)
     replies = [h.replies[x] for x in handles]
@@ -475,3 +476,25 @@ def test_member_removal_drops_its_leadership() -> None:
     assert group.leader_id == "a"
     group.remove_member("a")
     assert group.leader_id == "b"
+
+
+def test_members_joining_together_wait_one_initial_delay() -> None:
+    h = Harness()
+    handles = [h.join("g", h.new_member("g")) for _ in range(10)]
+    h.advance(DELAY - 1)
+    assert not any(x in h.replies for x in handles)
+    h.advance(1)
+    assert {h.replies[x].generation for x in handles} == {1}
+
+
+def test_the_initial_delay_ends_at_the_rebalance_timeout_however_often_members_join() -> None:
+    h = Harness()
+    handles = []
+    while h.now < REBALANCE + DELAY:  # a new member every DELAY / 2: the delay never runs out
+        handles.append(h.join("g", h.new_member("g")))
+        if handles[0] in h.replies:
+            break
+        h.advance(DELAY // 2)
+    first = h.replies[handles[0]]
+    assert first.error is E.NONE and first.generation == 1
+    assert REBALANCE <= h.now <= REBALANCE + DELAY // 2

@@ -40,6 +40,24 @@ def test_a_stale_connection_is_closed_for_anything_else(api_key: int, version: i
     assert decide_request(ConnectionView(1), 2, api_key, version) is Action.CLOSE
 
 
+@pytest.mark.parametrize(
+    ("api_key", "version"),
+    [(ApiKey.METADATA, 14), (ApiKey.DESCRIBE_CLUSTER, 2), (ApiKey.FIND_COORDINATOR, 7)],
+)
+@pytest.mark.parametrize("generation", [2, 1], ids=["current", "stale"])
+def test_a_rewritten_api_at_a_version_we_do_not_serve_is_refused(
+    api_key: int, version: int, generation: int
+) -> None:
+    assert decide_request(ConnectionView(generation), 2, api_key, version) is Action.REFUSE
+
+
+@pytest.mark.parametrize(("api_key", "version"), [(ApiKey.PRODUCE, 2), (57, 0)])
+def test_other_requests_we_do_not_serve_are_left_to_the_upstream(
+    api_key: int, version: int
+) -> None:
+    assert decide_request(ConnectionView(2), 2, api_key, version) is Action.FORWARD
+
+
 def test_only_connections_known_to_speak_old_metadata_close_at_the_switch() -> None:
     never_asked = ConnectionView(1)
     new_client = ConnectionView(1)

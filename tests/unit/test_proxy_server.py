@@ -5,6 +5,7 @@ on a connection of the old generation is told to rebootstrap (and then carries o
 from __future__ import annotations
 
 import asyncio
+import struct
 from typing import Any
 
 from test_client_connection import FakeBroker
@@ -12,6 +13,7 @@ from test_client_connection import FakeBroker
 from epochlog.client.config import Role, load_config
 from epochlog.client.network import NetworkClient
 from epochlog.protocol import messages as m
+from epochlog.protocol.api import ApiKey, decode_response, encode_request
 from epochlog.proxy import ProxyServer
 
 
@@ -78,5 +80,25 @@ async def test_old_metadata_versions_are_disconnected_at_a_switch() -> None:
         await wait_until(lambda: conn.closed)
     finally:
         await net.close()
+        await proxy.close()
+        await broker.stop()
+
+
+async def test_a_metadata_version_the_proxy_cannot_rewrite_closes_the_connection() -> None:
+    broker = await NamedClusterBroker().start()
+    proxy = await ProxyServer(("127.0.0.1", 0), [("127.0.0.1", broker.port)]).start()
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", proxy.listen_port)
+        served = encode_request(ApiKey.METADATA, 4, 1, "raw", m.MetadataRequest(topics=[]))
+        writer.write(served)
+        (size,) = struct.unpack(">i", await reader.readexactly(4))
+        correlation, _ = decode_response(ApiKey.METADATA, 4, await reader.readexactly(size))
+        assert correlation == 1
+        unserved = bytearray(served)
+        struct.pack_into(">hhi", unserved, 4, ApiKey.METADATA, 14, 2)
+        writer.write(bytes(unserved))
+        assert await reader.read() == b""  # EOF, no answer
+        writer.close()
+    finally:
         await proxy.close()
         await broker.stop()

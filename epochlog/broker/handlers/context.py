@@ -19,6 +19,7 @@ from epochlog.broker.collaborators import (
     BrokerEpochHolder,
     ControllerGateway,
     ControllerPins,
+    DynamicConfigStore,
     GroupCoordinatorGateway,
     ProducerIdSource,
     TopicAutoCreator,
@@ -56,6 +57,7 @@ class BrokerServices:
     rack: str | None = None
     controller_pins: ControllerPins | None = None  # KIP-39 (None: no ZooKeeper, no pinning)
     group_coordinator: GroupCoordinatorGateway | None = None  # None: no groups served
+    config_store: DynamicConfigStore | None = None  # None: no config APIs (no ZooKeeper)
 
     @property
     def kip380_enabled(self) -> bool:

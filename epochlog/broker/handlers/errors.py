@@ -3,35 +3,20 @@
 `error_response(api_key, version, request_body, error)` is Kafka's `AbstractRequest
 .getErrorResponse`: a top-level ErrorCode where the response has one at that version, and, when
 the request body is known, an entry with the error for each topic or partition it named. The
-server uses it for an unexpected failure in a handler (UNKNOWN_SERVER_ERROR) and for a request
-of an unsupported version of an API we serve (UNSUPPORTED_VERSION; the body could not be decoded,
-so the answer has no per-partition entries and is encoded at the nearest version we serve); the
-control handlers use it for STALE_BROKER_EPOCH and STALE_CONTROLLER_EPOCH.
-
-An unknown API key has no response schema at all. For it `unknown_api_response` writes a frame
-of a v0 response header and a bare int16 UNSUPPORTED_VERSION, the same bytes an ApiVersions v0
-error body starts with.
+server uses it for an unexpected failure in a handler (UNKNOWN_SERVER_ERROR); the control
+handlers use it for STALE_BROKER_EPOCH and STALE_CONTROLLER_EPOCH. (A request of an API or
+version we do not serve gets no error response: the server closes its connection, see
+`protocol.api.refusal`.)
 """
 
 from __future__ import annotations
 
-import struct
 from typing import Any
 
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import APIS, ApiKey
 from epochlog.protocol.codec import Message
 from epochlog.protocol.errors import ErrorCode
-
-
-def nearest_version(api_key: int, version: int) -> int:
-    api = APIS[api_key]
-    return min(max(version, api.min_version), api.max_version)
-
-
-def unknown_api_response(correlation_id: int) -> bytes:
-    """Frame: size, correlation id, int16 UNSUPPORTED_VERSION."""
-    return struct.pack(">iih", 6, correlation_id, ErrorCode.UNSUPPORTED_VERSION)
 
 
 def error_response(
@@ -301,6 +286,78 @@ def _delete_groups(version: int, body: Any, code: int, message: str | None) -> M
     return R(results=[R.DeletableGroupResult(group_id=g, error_code=code) for g in names])
 
 
+def _describe_configs(version: int, body: Any, code: int, message: str | None) -> Message:
+    R = m.DescribeConfigsResponse
+    results = [
+        R.DescribeConfigsResult(
+            error_code=code,
+            error_message=message,
+            resource_type=r.resource_type,
+            resource_name=r.resource_name,
+        )
+        for r in (body.resources if body is not None else [])
+    ]
+    return R(results=results)
+
+
+def _alter_replica_log_dirs(version: int, body: Any, code: int, message: str | None) -> Message:
+    R = m.AlterReplicaLogDirsResponse
+    results = [
+        R.AlterReplicaLogDirTopicResult(
+            topic_name=t.name,
+            partitions=[
+                R.AlterReplicaLogDirPartitionResult(partition_index=p, error_code=code)
+                for p in t.partitions
+            ],
+        )
+        for d in (body.dirs if body is not None else [])
+        for t in d.topics
+    ]
+    return R(results=results)
+
+
+def _alter_configs(cls: Any) -> Any:
+    def build(version: int, body: Any, code: int, message: str | None) -> Message:
+        responses = [
+            cls.AlterConfigsResourceResponse(
+                error_code=code,
+                error_message=message,
+                resource_type=r.resource_type,
+                resource_name=r.resource_name,
+            )
+            for r in (body.resources if body is not None else [])
+        ]
+        return cls(responses=responses)
+
+    return build
+
+
+def _describe_producers(version: int, body: Any, code: int, message: str | None) -> Message:
+    R = m.DescribeProducersResponse
+    return R(
+        topics=[
+            R.TopicResponse(
+                name=t.name,
+                partitions=[
+                    R.PartitionResponse(partition_index=p, error_code=code, error_message=message)
+                    for p in t.partition_indexes
+                ],
+            )
+            for t in (body.topics if body is not None else [])
+        ]
+    )
+
+
+def _describe_topic_partitions(version: int, body: Any, code: int, message: str | None) -> Message:
+    R = m.DescribeTopicPartitionsResponse
+    return R(
+        topics=[
+            R.DescribeTopicPartitionsResponseTopic(error_code=code, name=t.name, partitions=[])
+            for t in (body.topics if body is not None else [])
+        ]
+    )
+
+
 def _create_partitions(version: int, body: Any, code: int, message: str | None) -> Message:
     R = m.CreatePartitionsResponse
     names = dict.fromkeys(t.name for t in body.topics) if body is not None else {}
@@ -366,6 +423,13 @@ _BUILDERS: dict[ApiKey, Any] = {
     ApiKey.LIST_GROUPS: _top_level(m.ListGroupsResponse),
     ApiKey.DELETE_GROUPS: _delete_groups,
     ApiKey.OFFSET_DELETE: _top_level(m.OffsetDeleteResponse),
+    ApiKey.DESCRIBE_CONFIGS: _describe_configs,
+    ApiKey.ALTER_CONFIGS: _alter_configs(m.AlterConfigsResponse),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: _alter_configs(m.IncrementalAlterConfigsResponse),
+    ApiKey.ALTER_REPLICA_LOG_DIRS: _alter_replica_log_dirs,
+    ApiKey.DESCRIBE_LOG_DIRS: _top_level(m.DescribeLogDirsResponse),
+    ApiKey.DESCRIBE_PRODUCERS: _describe_producers,
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: _describe_topic_partitions,
     ApiKey.CREATE_PARTITIONS: _create_partitions,
     ApiKey.DELETE_RECORDS: _delete_records,
     ApiKey.ELECT_LEADERS: _elect_leaders,

@@ -105,7 +105,7 @@ class ClassicGroup:
     # the initial delay's for a group that was empty).
     join_deadline_ms: int | None = None
     initial_join_deadline_limit_ms: int | None = None
-    new_member_added: bool = False  # a member joined during the initial delay
+    last_member_joined_ms: int | None = None  # the latest join during the initial delay
 
     def transition_to(self, target: GroupState, now_ms: int) -> None:
         if self.state not in VALID_PREVIOUS_STATES[target]:

@@ -344,7 +344,7 @@ class GroupCoordinatorShard:
             awaiting_join=handle,
         )
         group.add_member(member)
-        group.new_member_added = True
+        group.last_member_joined_ms = now_ms
         if group.in_state(S.PREPARING_REBALANCE):
             self._maybe_complete_join(group, now_ms, effects)
         else:
@@ -362,10 +362,12 @@ class GroupCoordinatorShard:
             effects.timers[sync_timer(group.group_id)] = None
         was_empty = group.in_state(S.EMPTY)
         group.transition_to(S.PREPARING_REBALANCE, now_ms)
-        group.new_member_added = False
+        group.last_member_joined_ms = None
         if was_empty and self.config.initial_rebalance_delay_ms > 0:
-            # Kafka's InitialDelayedJoin: wait for more members to arrive, extending the delay
-            # while they do, up to the rebalance timeout.
+            # KIP-134's initial delay: wait for more members to arrive, the delay running again
+            # from each new member's join, up to the rebalance timeout. (Kafka's
+            # InitialDelayedJoin checks only at the end of each delay and then waits a whole
+            # one more, so members that all start together wait twice the delay there.)
             group.join_deadline_ms = now_ms + self.config.initial_rebalance_delay_ms
             group.initial_join_deadline_limit_ms = now_ms + group.rebalance_timeout_ms()
         else:
@@ -374,6 +376,13 @@ class GroupCoordinatorShard:
             self._maybe_complete_join(group, now_ms, effects)
         if group.in_state(S.PREPARING_REBALANCE):
             effects.timers[join_timer(group.group_id)] = group.join_deadline_ms
+
+    def _initial_delay_extended_to(self, group: ClassicGroup) -> int | None:
+        """When the initial delay ends given the latest member's join (None outside it)."""
+        limit, last = group.initial_join_deadline_limit_ms, group.last_member_joined_ms
+        if limit is None or last is None:
+            return None
+        return min(last + self.config.initial_rebalance_delay_ms, limit)
 
     def _maybe_complete_join(self, group: ClassicGroup, now_ms: int, effects: Effects) -> None:
         if group.initial_join_deadline_limit_ms is not None:
@@ -590,11 +599,10 @@ class GroupCoordinatorShard:
                 if group.in_state(S.PREPARING_REBALANCE):
                     self._maybe_complete_join(group, now_ms, effects)
         elif kind == "join" and group.in_state(S.PREPARING_REBALANCE):
-            limit = group.initial_join_deadline_limit_ms
-            if limit is not None and group.new_member_added and now_ms < limit:
-                group.new_member_added = False
-                group.join_deadline_ms = min(now_ms + self.config.initial_rebalance_delay_ms, limit)
-                effects.timers[join_timer(group.group_id)] = group.join_deadline_ms
+            extended = self._initial_delay_extended_to(group)
+            if extended is not None and extended > now_ms:
+                group.join_deadline_ms = extended
+                effects.timers[join_timer(group.group_id)] = extended
             else:
                 self._complete_join(group, now_ms, effects)
         elif kind == "sync" and group.in_state(S.COMPLETING_REBALANCE):

@@ -12,7 +12,9 @@ from __future__ import annotations
 from epochlog.protocol.codec import message_class
 from epochlog.protocol.messages import (
     alter_partition,
+    alter_replica_log_dirs,
     api_versions,
+    configs,
     consumer_protocol,
     controlled_shutdown,
     create_partitions,
@@ -22,6 +24,9 @@ from epochlog.protocol.messages import (
     delete_topics,
     describe_cluster,
     describe_groups,
+    describe_log_dirs,
+    describe_producers,
+    describe_topic_partitions,
     elect_leaders,
     fetch,
     find_coordinator,
@@ -109,6 +114,22 @@ DeleteRecordsRequest = message_class(delete_records.REQUEST)
 DeleteRecordsResponse = message_class(delete_records.RESPONSE)
 ElectLeadersRequest = message_class(elect_leaders.REQUEST)
 ElectLeadersResponse = message_class(elect_leaders.RESPONSE)
+# Dynamic configs (issue 16).
+DescribeConfigsRequest = message_class(configs.DESCRIBE_REQUEST)
+DescribeConfigsResponse = message_class(configs.DESCRIBE_RESPONSE)
+AlterConfigsRequest = message_class(configs.ALTER_REQUEST)
+AlterConfigsResponse = message_class(configs.ALTER_RESPONSE)
+IncrementalAlterConfigsRequest = message_class(configs.INCREMENTAL_ALTER_REQUEST)
+IncrementalAlterConfigsResponse = message_class(configs.INCREMENTAL_ALTER_RESPONSE)
+# Log dirs, producers and paginated topic descriptions (issue 16), for admin tools.
+AlterReplicaLogDirsRequest = message_class(alter_replica_log_dirs.REQUEST)
+AlterReplicaLogDirsResponse = message_class(alter_replica_log_dirs.RESPONSE)
+DescribeLogDirsRequest = message_class(describe_log_dirs.REQUEST)
+DescribeLogDirsResponse = message_class(describe_log_dirs.RESPONSE)
+DescribeProducersRequest = message_class(describe_producers.REQUEST)
+DescribeProducersResponse = message_class(describe_producers.RESPONSE)
+DescribeTopicPartitionsRequest = message_class(describe_topic_partitions.REQUEST)
+DescribeTopicPartitionsResponse = message_class(describe_topic_partitions.RESPONSE)
 
 # __consumer_offsets record keys and values (Kafka's "data" schemas, no API key).
 OffsetCommitKey = message_class(group_records.OFFSET_COMMIT_KEY)
