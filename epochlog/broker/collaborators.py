@@ -85,6 +85,16 @@ class ControllerGateway(Protocol):
 
     async def alter_partition(self, request: Any, version: int) -> Any: ...
 
+    async def create_partitions(self, request: Any, version: int) -> Any: ...
+
+    async def elect_leaders(
+        self, partitions: list[tuple[str, int]] | None, election_type: int, timeout_ms: int
+    ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        """ElectLeaders of `election_type` (0 preferred, 1 unclean) for `partitions` (None:
+        every partition): each partition's error and message (ELECTION_NOT_NEEDED left out
+        when None)."""
+        ...
+
     async def alter_partition_reassignments(self, request: Any, version: int) -> Any: ...
 
     async def list_partition_reassignments(self, request: Any, version: int) -> Any: ...
@@ -170,6 +180,14 @@ class NoController:
         raise RuntimeError("not the controller")
 
     async def alter_partition(self, request: Any, version: int) -> Any:
+        raise RuntimeError("not the controller")
+
+    async def create_partitions(self, request: Any, version: int) -> Any:
+        raise RuntimeError("not the controller")
+
+    async def elect_leaders(
+        self, partitions: list[tuple[str, int]] | None, election_type: int, timeout_ms: int
+    ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
         raise RuntimeError("not the controller")
 
     async def alter_partition_reassignments(self, request: Any, version: int) -> Any:

@@ -142,6 +142,9 @@ class ReplicaManager:
         self.partitions: dict[TopicPartition, Partition] = {}
         self.produce_purgatory = DelayedOperationPurgatory("produce", schedule)
         self.fetch_purgatory = DelayedOperationPurgatory("fetch", schedule)
+        # DeleteRecords waiting for the followers' log start offsets (broker/delete_records.py)
+        self.delete_records_purgatory = DelayedOperationPurgatory("delete-records", schedule)
+        self._log_start_checkpoint_pending = False
         self.controller_epoch = -1
         self.min_insync_replicas: int = config["min.insync.replicas"]
         self.settings = ReplicationSettings(
@@ -270,6 +273,31 @@ class ReplicaManager:
         """Role change or removal: waiting operations re-check (and fail if not leader)."""
         self.produce_purgatory.check_and_complete(key)
         self.fetch_purgatory.check_and_complete(key)
+        self.delete_records_purgatory.check_and_complete(key)
+
+    def on_log_start_moved(self, partition: Partition) -> None:
+        """The partition's log start offset moved (DeleteRecords on the leader, a follower
+        copying its leader's): segments wholly below it go now, and the log dir's
+        log-start-offset-checkpoint is rewritten once this loop step is done (one write for
+        every partition moved in it), so the new start survives a crash."""
+        try:
+            partition.log.delete_segments_below_log_start(partition.high_watermark, now_ms())
+        except OSError as exc:
+            self.on_io_error(partition.key, exc)
+        if self._log_start_checkpoint_pending:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # driven without a loop (unit tests): at once
+            self.log_manager.checkpoint_log_start_offsets()
+            return
+        self._log_start_checkpoint_pending = True
+
+        def checkpoint() -> None:
+            self._log_start_checkpoint_pending = False
+            self.log_manager.checkpoint_log_start_offsets()
+
+        loop.call_soon(checkpoint)
 
     # ------------------------------------------------------------------------- ISR
 
@@ -293,6 +321,8 @@ class ReplicaManager:
             self._send_isr_change(partition, change)
         if moved:
             self._hw_moved_by_fetch(partition.key)
+        if self.delete_records_purgatory.watching(partition.key):
+            self.delete_records_purgatory.check_and_complete(partition.key)
 
     def _hw_moved_by_fetch(self, key: TopicPartition) -> None:
         """Delayed operations re-check once the loop's current step is done: a follower's fetch
@@ -794,6 +824,7 @@ class ReplicaManager:
             await asyncio.gather(*self._checkpoint_writes, return_exceptions=True)
         self.produce_purgatory.complete_all()
         self.fetch_purgatory.complete_all()
+        self.delete_records_purgatory.complete_all()
         try:
             self.checkpoint_high_watermarks()
         except OSError as exc:

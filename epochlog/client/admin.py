@@ -11,8 +11,9 @@ not serve it (as librdkafka and kafka-python do). `pin_controller`, `unpin_contr
 `PinStatus` it reports after the change. Consumer groups and their offsets (list, describe,
 delete; list, alter, delete offsets) and ListOffsets are in `admin_groups`;
 describe_configs, alter_configs and incremental_alter_configs in `admin_configs`; log dirs,
-producers and paginated topic descriptions in `admin_log_dirs`; partition reassignments
-(alter, list) in `admin_reassign`; all are mixed in here.
+producers and paginated topic descriptions in `admin_log_dirs`; create_partitions,
+delete_records and elect_leaders in `admin_partitions`; partition reassignments (alter,
+list) in `admin_reassign`; all are mixed in here.
 
 The `*_topics` calls return a result per topic (`None` on success, else the `KafkaError`); the
 single-topic forms raise instead.
@@ -29,6 +30,7 @@ from typing import Any
 from epochlog.client.admin_configs import ConfigAdminOperations
 from epochlog.client.admin_groups import GroupAdminOperations
 from epochlog.client.admin_log_dirs import LogDirAdminOperations
+from epochlog.client.admin_partitions import PartitionAdminOperations
 from epochlog.client.admin_reassign import ReassignmentAdminOperations
 from epochlog.client.config import Role, load_config
 from epochlog.client.errors import ClientError, IncompatibleBrokerError, KafkaError
@@ -72,6 +74,7 @@ class AsyncAdmin(
     GroupAdminOperations,
     ConfigAdminOperations,
     LogDirAdminOperations,
+    PartitionAdminOperations,
     ReassignmentAdminOperations,
 ):
     """An asyncio admin client; see the module docstring."""

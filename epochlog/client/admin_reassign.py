@@ -78,7 +78,7 @@ class ReassignmentAdminOperations:
                 topics=[R.ReassignableTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
             )
 
-        response = await self._send_to_controller(
+        response = await self._ask_controller_retrying(
             "AlterPartitionReassignments", build, ApiKey.ALTER_PARTITION_REASSIGNMENTS, timeout
         )
         results: dict[TopicPartition, KafkaError | None] = {}
@@ -125,7 +125,7 @@ class ReassignmentAdminOperations:
         def build(timeout_ms: int) -> Any:
             return R(timeout_ms=timeout_ms, topics=topics)
 
-        response = await self._send_to_controller(
+        response = await self._ask_controller_retrying(
             "ListPartitionReassignments", build, ApiKey.LIST_PARTITION_REASSIGNMENTS, timeout
         )
         return {
@@ -136,7 +136,7 @@ class ReassignmentAdminOperations:
             for p in topic.partitions
         }
 
-    async def _send_to_controller(
+    async def _ask_controller_retrying(
         self, what: str, build: Callable[[int], Any], api_key: int, timeout: float | None
     ) -> Any:
         """The controller's answer; NOT_CONTROLLER and lost connections are retried after a

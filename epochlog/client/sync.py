@@ -40,6 +40,7 @@ from epochlog.client.admin_log_dirs import (
     TopicPartitionReplica,
     TopicPartitionsDescription,
 )
+from epochlog.client.admin_partitions import DeletedRecords, ElectionType, NewPartitions
 from epochlog.client.admin_reassign import PartitionReassignment
 from epochlog.client.consumer import AsyncConsumer, OffsetAndTimestamp, RebalanceCallback
 from epochlog.client.delivery import DeliveryFuture
@@ -671,6 +672,36 @@ class Admin:
         self, partitions: Iterable[tuple[str, int]], *, timeout: float | None = None
     ) -> dict[TopicPartition, int]:
         return self._thread.run(self._admin.log_start_offsets(list(partitions), timeout=timeout))
+
+    # ---------------------------------------------------------------- partitions
+
+    def create_partitions(
+        self,
+        topics: Mapping[str, int | NewPartitions],
+        *,
+        validate_only: bool = False,
+        timeout: float | None = None,
+    ) -> dict[str, KafkaError | None]:
+        return self._thread.run(
+            self._admin.create_partitions(
+                dict(topics), validate_only=validate_only, timeout=timeout
+            )
+        )
+
+    def delete_records(
+        self, offsets: Mapping[tuple[str, int], int], *, timeout: float | None = None
+    ) -> dict[TopicPartition, DeletedRecords]:
+        return self._thread.run(self._admin.delete_records(dict(offsets), timeout=timeout))
+
+    def elect_leaders(
+        self,
+        election_type: ElectionType | int,
+        partitions: Iterable[tuple[str, int]] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> dict[TopicPartition, KafkaError | None]:
+        parts = None if partitions is None else list(partitions)
+        return self._thread.run(self._admin.elect_leaders(election_type, parts, timeout=timeout))
 
     # Log dirs, producers and paginated topic descriptions (see `admin_log_dirs`).
 

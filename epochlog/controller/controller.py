@@ -45,6 +45,7 @@ from epochlog.controller.decisions import (
     on_topic_deletion,
     on_unclean_election_enabled,
 )
+from epochlog.controller.partition_requests import PartitionRequests
 from epochlog.controller.reassignment_events import ReassignmentEvents
 from epochlog.controller.requests import ControllerRequests
 from epochlog.controller.storage_events import StorageEvents
@@ -82,7 +83,7 @@ def _broker_info(registered: RegisteredBroker) -> BrokerInfo:
     )
 
 
-class Controller(ControllerRequests, StorageEvents, ReassignmentEvents):
+class Controller(ControllerRequests, StorageEvents, PartitionRequests, ReassignmentEvents):
     def __init__(
         self,
         broker_id: int,

@@ -49,11 +49,14 @@ class ApiKey(enum.IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
     ALTER_REPLICA_LOG_DIRS = 34
     DESCRIBE_LOG_DIRS = 35
+    CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
@@ -123,6 +126,9 @@ APIS: dict[int, Api] = {
         _api(ApiKey.LIST_GROUPS, m.ListGroupsRequest, m.ListGroupsResponse),
         _api(ApiKey.DELETE_GROUPS, m.DeleteGroupsRequest, m.DeleteGroupsResponse),
         _api(ApiKey.OFFSET_DELETE, m.OffsetDeleteRequest, m.OffsetDeleteResponse),
+        _api(ApiKey.DELETE_RECORDS, m.DeleteRecordsRequest, m.DeleteRecordsResponse),
+        _api(ApiKey.CREATE_PARTITIONS, m.CreatePartitionsRequest, m.CreatePartitionsResponse),
+        _api(ApiKey.ELECT_LEADERS, m.ElectLeadersRequest, m.ElectLeadersResponse),
         _api(ApiKey.DESCRIBE_CONFIGS, m.DescribeConfigsRequest, m.DescribeConfigsResponse),
         _api(ApiKey.ALTER_CONFIGS, m.AlterConfigsRequest, m.AlterConfigsResponse),
         _api(

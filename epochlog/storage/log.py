@@ -650,6 +650,17 @@ class PartitionLog:
         )
         return deleted
 
+    def delete_segments_below_log_start(self, high_watermark: int, now_ms: int) -> int:
+        """Delete the segments wholly below the log start offset (DeleteRecords moved it);
+        returns how many went. The rest of retention waits for its interval."""
+        return self._delete_while(
+            lambda _segment, following: (
+                following is not None and following.base_offset <= self.log_start_offset
+            ),
+            high_watermark,
+            now_ms,
+        )
+
     def _delete_while(
         self,
         predicate: Callable[[LogSegment, LogSegment | None], bool],

@@ -231,6 +231,10 @@ def test_list_shows_a_reassignment_in_progress_and_cancel_reverts_it(
         (topic, 1): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
     }
     assert admin.list_partition_reassignments() == listed
+    # no partitions are added to a topic being reassigned (Kafka's REASSIGNMENT_IN_PROGRESS)
+    grown = admin.create_partitions({topic: 2})[topic]
+    assert grown is not None and grown.code is ErrorCode.REASSIGNMENT_IN_PROGRESS
+    assert topic_znode(cluster, topic)["adding_replicas"] == {"0": [4]}
 
     assert admin.alter_partition_reassignments({(topic, 0): None}) == {(topic, 0): None}
     wait_until(moved(admin, topic, [2, 3, 1]), what="the original replicas back")

@@ -7,7 +7,8 @@ InitProducerId), `control` (LeaderAndIsr, UpdateMetadata, StopReplica), `pin_con
 (KIP-39), `configs` (DescribeConfigs, AlterConfigs, IncrementalAlterConfigs), `groups`
 (FindCoordinator, and the group APIs the coordinator answers), `log_dirs` (DescribeLogDirs,
 AlterReplicaLogDirs), `producers` (DescribeProducers), `topic_partitions`
-(DescribeTopicPartitions), `reassignments` (KIP-455's two APIs, for the controller).
+(DescribeTopicPartitions), `partition_admin` (CreatePartitions, ElectLeaders, DeleteRecords),
+`reassignments` (KIP-455's two APIs, for the controller).
 `errors` builds every API's error response.
 """
 
@@ -45,6 +46,11 @@ from epochlog.broker.handlers.log_dirs import (
 )
 from epochlog.broker.handlers.metadata import handle_describe_cluster, handle_metadata
 from epochlog.broker.handlers.offsets import handle_list_offsets, handle_offset_for_leader_epoch
+from epochlog.broker.handlers.partition_admin import (
+    handle_create_partitions,
+    handle_delete_records,
+    handle_elect_leaders,
+)
 from epochlog.broker.handlers.pin_controller import handle_pin_controller
 from epochlog.broker.handlers.produce import handle_produce
 from epochlog.broker.handlers.producers import handle_describe_producers
@@ -73,6 +79,9 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
     ApiKey.PIN_CONTROLLER: handle_pin_controller,
     ApiKey.FIND_COORDINATOR: handle_find_coordinator,
+    ApiKey.CREATE_PARTITIONS: handle_create_partitions,
+    ApiKey.DELETE_RECORDS: handle_delete_records,
+    ApiKey.ELECT_LEADERS: handle_elect_leaders,
     ApiKey.DESCRIBE_CONFIGS: handle_describe_configs,
     ApiKey.ALTER_CONFIGS: handle_alter_configs,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,

@@ -358,6 +358,43 @@ def _describe_topic_partitions(version: int, body: Any, code: int, message: str 
     )
 
 
+def _create_partitions(version: int, body: Any, code: int, message: str | None) -> Message:
+    R = m.CreatePartitionsResponse
+    names = dict.fromkeys(t.name for t in body.topics) if body is not None else {}
+    return R(
+        results=[
+            R.CreatePartitionsTopicResult(name=n, error_code=code, error_message=message)
+            for n in names
+        ]
+    )
+
+
+def _delete_records(version: int, body: Any, code: int, message: str | None) -> Message:
+    R = m.DeleteRecordsResponse
+    topics = []
+    for t in body.topics if body is not None else []:
+        partitions = [
+            R.DeleteRecordsPartitionResult(
+                partition_index=p.partition_index, low_watermark=-1, error_code=code
+            )
+            for p in t.partitions
+        ]
+        topics.append(R.DeleteRecordsTopicResult(name=t.name, partitions=partitions))
+    return R(topics=topics)
+
+
+def _elect_leaders(version: int, body: Any, code: int, message: str | None) -> Message:
+    R = m.ElectLeadersResponse
+    results = []
+    for t in (body.topic_partitions or []) if body is not None else []:
+        partitions = [
+            R.PartitionResult(partition_id=p, error_code=code, error_message=message)
+            for p in t.partitions
+        ]
+        results.append(R.ReplicaElectionResult(topic=t.topic, partition_result=partitions))
+    return R(error_code=code if version >= 1 else 0, replica_election_results=results)
+
+
 def _alter_partition_reassignments(
     version: int, body: Any, code: int, message: str | None
 ) -> Message:
@@ -418,6 +455,9 @@ _BUILDERS: dict[ApiKey, Any] = {
     ApiKey.DESCRIBE_LOG_DIRS: _top_level(m.DescribeLogDirsResponse),
     ApiKey.DESCRIBE_PRODUCERS: _describe_producers,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: _describe_topic_partitions,
+    ApiKey.CREATE_PARTITIONS: _create_partitions,
+    ApiKey.DELETE_RECORDS: _delete_records,
+    ApiKey.ELECT_LEADERS: _elect_leaders,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: _alter_partition_reassignments,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: _list_partition_reassignments,
 }

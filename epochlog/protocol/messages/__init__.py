@@ -17,14 +17,17 @@ from epochlog.protocol.messages import (
     configs,
     consumer_protocol,
     controlled_shutdown,
+    create_partitions,
     create_topics,
     delete_groups,
+    delete_records,
     delete_topics,
     describe_cluster,
     describe_groups,
     describe_log_dirs,
     describe_producers,
     describe_topic_partitions,
+    elect_leaders,
     fetch,
     find_coordinator,
     group_records,
@@ -105,6 +108,13 @@ DeleteGroupsResponse = message_class(delete_groups.RESPONSE)
 OffsetDeleteRequest = message_class(offset_delete.REQUEST)
 OffsetDeleteResponse = message_class(offset_delete.RESPONSE)
 
+# Partition admin (issue 16): CreatePartitions, DeleteRecords, ElectLeaders.
+CreatePartitionsRequest = message_class(create_partitions.REQUEST)
+CreatePartitionsResponse = message_class(create_partitions.RESPONSE)
+DeleteRecordsRequest = message_class(delete_records.REQUEST)
+DeleteRecordsResponse = message_class(delete_records.RESPONSE)
+ElectLeadersRequest = message_class(elect_leaders.REQUEST)
+ElectLeadersResponse = message_class(elect_leaders.RESPONSE)
 # Dynamic configs (issue 16).
 DescribeConfigsRequest = message_class(configs.DESCRIBE_REQUEST)
 DescribeConfigsResponse = message_class(configs.DESCRIBE_RESPONSE)
