@@ -71,9 +71,9 @@ DELAY_MS = 3000  # group.initial.rebalance.delay.ms: the mock's built-in value, 
 OFFSETS_PARTITIONS = 50
 CONNECTIONS = 8
 WINDOW = 16
-# A broker answers a connection's requests one at a time (as Kafka does), so the commit rate also
-# depends on how many clients commit at once: 32 members committing synchronously is the other
-# shape measured.
+# Pipelined commits on one connection share replication rounds (the broker begins each in order
+# while earlier ones replicate); a member committing synchronously waits a round per commit, so
+# 32 members committing synchronously is the other shape measured.
 MEMBERS_COMMITTING = (32, 1)
 FAILOVER_GIVE_UP_S = 60
 RETRIABLE = {14, 15, 16}  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR

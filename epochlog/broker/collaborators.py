@@ -9,9 +9,10 @@ The data plane knows nothing about ZooKeeper. The process wiring (`node/process.
   handlers read `epoch`, and the HW-checkpoint guard compares it with the generation of the last
   applied LeaderAndIsr. Listeners hear about every change.
 - `ControllerGateway`: the controller running in this process. CreateTopics, DeleteTopics,
-  ControlledShutdown and AlterPartition sent to this broker are answered by it when it is the
-  active controller (`is_active`); otherwise the handlers answer NOT_CONTROLLER (or, for
-  ControlledShutdown, STALE_CONTROLLER_EPOCH, as Kafka's ZK controller does) themselves.
+  ControlledShutdown, AlterPartition and the reassignment APIs (KIP-455) sent to this broker
+  are answered by it when it is the active controller (`is_active`); otherwise the handlers
+  answer NOT_CONTROLLER (or, for ControlledShutdown, STALE_CONTROLLER_EPOCH, as Kafka's ZK
+  controller does) themselves.
 - `TopicAutoCreator`: writes a topic znode when Metadata asks for an unknown topic and
   auto-creation is on; the controller then creates the partitions and tells the brokers.
 - `ProducerIdSource`: producer ids for InitProducerId (ZooKeeper-backed blocks in production).
@@ -25,6 +26,7 @@ The data plane knows nothing about ZooKeeper. The process wiring (`node/process.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -83,6 +85,20 @@ class ControllerGateway(Protocol):
 
     async def alter_partition(self, request: Any, version: int) -> Any: ...
 
+    async def create_partitions(self, request: Any, version: int) -> Any: ...
+
+    async def elect_leaders(
+        self, partitions: list[tuple[str, int]] | None, election_type: int, timeout_ms: int
+    ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        """ElectLeaders of `election_type` (0 preferred, 1 unclean) for `partitions` (None:
+        every partition): each partition's error and message (ELECTION_NOT_NEEDED left out
+        when None)."""
+        ...
+
+    async def alter_partition_reassignments(self, request: Any, version: int) -> Any: ...
+
+    async def list_partition_reassignments(self, request: Any, version: int) -> Any: ...
+
 
 @runtime_checkable
 class TopicAutoCreator(Protocol):
@@ -139,6 +155,13 @@ class GroupCoordinatorGateway(Protocol):
         self, api_key: int, version: int, body: Any, client_id: str, client_host: str
     ) -> Any: ...
 
+    def start_offset_commit(
+        self, version: int, body: Any, client_id: str, client_host: str
+    ) -> asyncio.Future[Any]:
+        """OffsetCommit begun now: the commit is queued in call order before this returns,
+        and the future gets the response body once it is replicated."""
+        ...
+
 
 class NoController:
     """The gateway of a broker that is never the controller (tests without ZooKeeper)."""
@@ -157,6 +180,20 @@ class NoController:
         raise RuntimeError("not the controller")
 
     async def alter_partition(self, request: Any, version: int) -> Any:
+        raise RuntimeError("not the controller")
+
+    async def create_partitions(self, request: Any, version: int) -> Any:
+        raise RuntimeError("not the controller")
+
+    async def elect_leaders(
+        self, partitions: list[tuple[str, int]] | None, election_type: int, timeout_ms: int
+    ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        raise RuntimeError("not the controller")
+
+    async def alter_partition_reassignments(self, request: Any, version: int) -> Any:
+        raise RuntimeError("not the controller")
+
+    async def list_partition_reassignments(self, request: Any, version: int) -> Any:
         raise RuntimeError("not the controller")
 
 

@@ -102,6 +102,10 @@ class ProducerStateManager:
     def entry(self, producer_id: int) -> ProducerEntry | None:
         return self._entries.get(producer_id)
 
+    def active_producers(self) -> list[ProducerEntry]:
+        """Every producer the partition remembers, by producer id (DescribeProducers)."""
+        return [self._entries[pid] for pid in sorted(self._entries)]
+
     # ------------------------------------------------------------------------- decisions
 
     def check(

@@ -357,8 +357,10 @@ class ReplicaFetcher:
                 if size:
                     partition.append_records_as_follower(memoryview(records)[:size], now)
             partition.update_follower_high_watermark(data.high_watermark)
-            if data.log_start_offset >= 0:
-                partition.update_follower_log_start_offset(data.log_start_offset)
+            if data.log_start_offset >= 0 and partition.update_follower_log_start_offset(
+                data.log_start_offset
+            ):
+                self.rm.on_log_start_moved(partition)
         except _APPEND_ERRORS as exc:
             log.warning("%s: cannot append to %s: %s", self, partition.name, exc)
             state.delay(now, self.backoff_ms)

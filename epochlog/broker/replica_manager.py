@@ -85,6 +85,7 @@ from epochlog.broker.partition import (
     rebuild_producer_state,
 )
 from epochlog.broker.producer_state import ProducerStateManager
+from epochlog.broker.replica_mover import ReplicaMover
 from epochlog.config.broker import BrokerConfig
 from epochlog.config.topic import (
     log_config_for,
@@ -141,6 +142,9 @@ class ReplicaManager:
         self.partitions: dict[TopicPartition, Partition] = {}
         self.produce_purgatory = DelayedOperationPurgatory("produce", schedule)
         self.fetch_purgatory = DelayedOperationPurgatory("fetch", schedule)
+        # DeleteRecords waiting for the followers' log start offsets (broker/delete_records.py)
+        self.delete_records_purgatory = DelayedOperationPurgatory("delete-records", schedule)
+        self._log_start_checkpoint_pending = False
         self.controller_epoch = -1
         self.min_insync_replicas: int = config["min.insync.replicas"]
         self.settings = ReplicationSettings(
@@ -172,6 +176,10 @@ class ReplicaManager:
         self._checkpoint_writes: set[asyncio.Task[int]] = set()
         self._appended: set[TopicPartition] = set()  # led partitions whose fetches are to wake
         self._hw_moved: set[TopicPartition] = set()  # HWs moved by follower fetches, to act on
+        # Replicas moving to another log dir (AlterReplicaLogDirs).
+        self.replica_mover = ReplicaMover(
+            log_manager, self, is_cleaning=log_manager.cleaner.is_cleaning
+        )
         log_manager.on_dir_offline = self._on_log_dir_offline
         min_free = config["epochlog.log.dir.min.free.bytes"]
         self._dir_min_free_bytes: int = min_free if min_free >= 0 else config["log.segment.bytes"]
@@ -205,6 +213,15 @@ class ReplicaManager:
         raise PartitionError(
             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic-partition {topic}-{partition}"
         )
+
+    def hosted_log(self, topic: str, partition: int) -> PartitionLog | None:
+        """The log the hosted replica serves (None: not hosted, or damaged)."""
+        found = self.partitions.get((topic, partition))
+        return found.log if found is not None and found.storage_damage is None else None
+
+    def use_moved_log(self, topic: str, partition: int, moved: PartitionLog) -> None:
+        """The replica's log moved to another log dir: serve it from there."""
+        self.partitions[(topic, partition)].log = moved
 
     def topic_name_for_id(self, topic_id: uuid.UUID) -> str | None:
         name = self.metadata_cache.topic_name(topic_id)
@@ -256,6 +273,31 @@ class ReplicaManager:
         """Role change or removal: waiting operations re-check (and fail if not leader)."""
         self.produce_purgatory.check_and_complete(key)
         self.fetch_purgatory.check_and_complete(key)
+        self.delete_records_purgatory.check_and_complete(key)
+
+    def on_log_start_moved(self, partition: Partition) -> None:
+        """The partition's log start offset moved (DeleteRecords on the leader, a follower
+        copying its leader's): segments wholly below it go now, and the log dir's
+        log-start-offset-checkpoint is rewritten once this loop step is done (one write for
+        every partition moved in it), so the new start survives a crash."""
+        try:
+            partition.log.delete_segments_below_log_start(partition.high_watermark, now_ms())
+        except OSError as exc:
+            self.on_io_error(partition.key, exc)
+        if self._log_start_checkpoint_pending:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # driven without a loop (unit tests): at once
+            self.log_manager.checkpoint_log_start_offsets()
+            return
+        self._log_start_checkpoint_pending = True
+
+        def checkpoint() -> None:
+            self._log_start_checkpoint_pending = False
+            self.log_manager.checkpoint_log_start_offsets()
+
+        loop.call_soon(checkpoint)
 
     # ------------------------------------------------------------------------- ISR
 
@@ -279,6 +321,8 @@ class ReplicaManager:
             self._send_isr_change(partition, change)
         if moved:
             self._hw_moved_by_fetch(partition.key)
+        if self.delete_records_purgatory.watching(partition.key):
+            self.delete_records_purgatory.check_and_complete(partition.key)
 
     def _hw_moved_by_fetch(self, key: TopicPartition) -> None:
         """Delayed operations re-check once the loop's current step is done: a follower's fetch
@@ -649,6 +693,10 @@ class ReplicaManager:
         if cut:
             partition.storage_damage = f"recovery from damage cut {cut} bytes of its log"
         self.partitions[key] = partition
+        resumed = self.log_manager.resumed_moves.pop(key, None)
+        if resumed is not None and resumed in self.log_manager.online_dirs:
+            log.info("%s-%d: resuming its move to %s", topic, index, resumed)
+            self.replica_mover.start(topic, index, resumed)
         return partition
 
     # ------------------------------------------------------------------ StopReplica
@@ -765,6 +813,7 @@ class ReplicaManager:
 
     async def shutdown(self) -> None:
         """Stop the tasks, answer every waiting operation, checkpoint the HWs (if allowed)."""
+        await self.replica_mover.stop()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -775,6 +824,7 @@ class ReplicaManager:
             await asyncio.gather(*self._checkpoint_writes, return_exceptions=True)
         self.produce_purgatory.complete_all()
         self.fetch_purgatory.complete_all()
+        self.delete_records_purgatory.complete_all()
         try:
             self.checkpoint_high_watermarks()
         except OSError as exc:

@@ -18,7 +18,9 @@ does not hold the connection. The next request is taken at once; further produce
 request order and wait alongside (up to MAX_WAITING_PRODUCES), anything else waits until they
 are answered, and a writer task answers them in order. A client pipelining produces (librdkafka
 keeps many in flight) then waits one replication round trip for many requests, not one each:
-about 3x the acks=all throughput with replication factor 3 here. Answers handled in one step of
+about 3x the acks=all throughput with replication factor 3 here. An OffsetCommit is handled the
+same way (`BEGINNERS`): its records are queued for __consumer_offsets in request order when it
+is begun, so a client's async commits share replication rounds. Answers handled in one step of
 the loop are written together (`_queue_response`).
 
 Bad input closes only the connection it came on:
@@ -49,12 +51,13 @@ import logging
 import socket
 import time
 from collections import deque
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 from epochlog.broker.client_quotas import ANONYMOUS_USER, client_throttles_itself
 from epochlog.broker.handlers import HANDLERS, BrokerServices, CloseConnection, ConnectionInfo
 from epochlog.broker.handlers.errors import error_response
+from epochlog.broker.handlers.groups import begin_offset_commit
 from epochlog.broker.handlers.produce import begin_produce
 from epochlog.broker.transmit import SendMode, SliceTruncatedError, send_segmented
 from epochlog.protocol.api import (
@@ -78,6 +81,13 @@ log = logging.getLogger(__name__)
 MAX_QUEUED_FRAMES = 32
 # Produces of one connection appended and waiting for replication at once (see `_defer_produce`).
 MAX_WAITING_PRODUCES = 16
+# Requests whose work is ordered when begun, and that may then wait for replication while the
+# connection's next request is taken: Produce, and OffsetCommit (an append to
+# __consumer_offsets).
+BEGINNERS: dict[int, Callable[[BrokerServices, Request, ConnectionInfo], asyncio.Future[Any]]] = {
+    ApiKey.PRODUCE: begin_produce,
+    ApiKey.OFFSET_COMMIT: begin_offset_commit,
+}
 
 
 class KafkaServer:
@@ -379,11 +389,12 @@ class Connection(asyncio.BufferedProtocol):
                 request.header.client_id,
             )
         services = self.server.services
-        if api_key == ApiKey.PRODUCE:
+        begin = BEGINNERS.get(api_key)
+        if begin is not None:
             if len(self._waiting_produces) >= MAX_WAITING_PRODUCES:
                 await self._produces_answered.wait()
             try:
-                pending = begin_produce(services, request, self.info)
+                pending = begin(services, request, self.info)
             except Exception as exc:  # answered UNKNOWN_SERVER_ERROR by _answer, in order
                 pending = asyncio.get_running_loop().create_future()
                 pending.set_exception(exc)

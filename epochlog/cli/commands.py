@@ -25,6 +25,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         "broker": cmd_broker,
         "topics": cmd_topics,
         "leaders": cmd_leaders,
+        "records": cmd_records,
         "controller": cmd_controller,
         "produce": cmd_produce,
         "consume": cmd_consume,
@@ -228,53 +229,15 @@ def cmd_controller(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_leaders(args: argparse.Namespace, console: Console) -> int:
-    """Preferred-leader election, requested the ZooKeeper way: the controller watches
-    /admin/preferred_replica_election, elects, and deletes the node when done."""
-    from kazoo.exceptions import NodeExistsError
+    from epochlog.cli.partitions_cmd import cmd_elect
 
-    from epochlog.zk import controller_zk as zkc
-    from epochlog.zk.session import close_client, connect
-    from epochlog.zk.znodes import (
-        PREFERRED_REPLICA_ELECTION_PATH,
-        encode_preferred_replica_election,
-    )
+    return cmd_elect(args, console, _bootstrap(args))
 
-    if args.partition is not None and not args.topic:
-        raise CommandError("--partition needs --topic")
-    client = connect(_zookeeper_of(args), session_timeout_ms=6000)
-    try:
-        topics = zkc.read_topics(client, [args.topic] if args.topic else None)
-        if args.topic and args.topic not in topics:
-            raise CommandError(f"topic {args.topic!r} does not exist")
-        partitions = [
-            (t, p)
-            for t, assignment in topics.items()
-            for p in assignment.partitions
-            if args.partition is None or p == args.partition
-        ]
-        if not partitions:
-            raise CommandError("no such partitions")
-        try:
-            client.create(
-                PREFERRED_REPLICA_ELECTION_PATH,
-                encode_preferred_replica_election(partitions),
-                makepath=True,
-            )
-        except NodeExistsError:
-            raise CommandError("a preferred leader election is already in progress") from None
-        deadline = time.monotonic() + 60
-        while client.exists(PREFERRED_REPLICA_ELECTION_PATH):
-            if time.monotonic() > deadline:
-                raise CommandError("the controller did not finish the election within 60 s")
-            time.sleep(0.1)
-        states = zkc.read_partition_states(client, partitions)
-    finally:
-        close_client(client)
-    preferred = sum(
-        1 for tp, v in states.items() if v.state.leader == topics[tp[0]].partitions[tp[1]][0]
-    )
-    console.print(f"{preferred} of {len(partitions)} partitions are led by their preferred replica")
-    return 0
+
+def cmd_records(args: argparse.Namespace, console: Console) -> int:
+    from epochlog.cli.partitions_cmd import cmd_records as records
+
+    return records(args, console, _bootstrap(args))
 
 
 # ----------------------------------------------------------------------------- clients
@@ -311,6 +274,10 @@ def _topics(admin: Any, args: argparse.Namespace, console: Console) -> int:
             _key_values(args.config, "--config"),
         )
         console.print(f"Created topic {args.topic}.")
+    elif command == "alter":
+        from epochlog.cli.partitions_cmd import alter_topic
+
+        alter_topic(admin, args, console)
     elif command == "delete":
         admin.delete_topic(args.topic)
         console.print(f"Deleted topic {args.topic}.")

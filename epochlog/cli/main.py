@@ -14,7 +14,14 @@ import sys
 from rich.console import Console
 from rich.logging import RichHandler
 
-from epochlog.cli import configs_cmd, controller_cmd, groups_cmd
+from epochlog.cli import (
+    configs_cmd,
+    controller_cmd,
+    groups_cmd,
+    log_dirs_cmd,
+    partitions_cmd,
+    reassign_cmd,
+)
 
 DEFAULT_DIR = ".epochlog"
 
@@ -81,14 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     delete.add_argument("--topic", required=True)
     _add_bootstrap(delete)
 
-    leaders = sub.add_parser("leaders", help="leader elections")
-    leaders_sub = leaders.add_subparsers(dest="leaders_command", required=True)
-    elect = leaders_sub.add_parser("elect", help="move leadership back to preferred replicas")
-    elect.add_argument("--preferred", action="store_true", required=True)
-    elect.add_argument("--topic", help="only this topic (default: every partition)")
-    elect.add_argument("--partition", type=int, help="only this partition of --topic")
-    elect.add_argument("--zookeeper", help="the cluster's ZooKeeper (default: the local cluster's)")
-    _add_dir(elect)
+    partitions_cmd.add_parsers(sub, topics_sub, _add_bootstrap)  # alter, records, leaders
 
     produce = sub.add_parser("produce", help="console producer: one record per stdin line")
     produce.add_argument("topic")
@@ -114,6 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
     controller_cmd.add_parser(sub, _add_bootstrap)
     groups_cmd.add_parser(sub, _add_bootstrap)
     configs_cmd.add_parser(sub, _add_bootstrap)
+    log_dirs_cmd.add_parser(sub, _add_bootstrap)
+    reassign_cmd.add_parser(sub, _add_bootstrap)
 
     demo = sub.add_parser("demo", help="run the demo and print a summary")
     demo.add_argument("--storage", action="store_true", help="the storage crash-recovery demo")
@@ -147,6 +149,10 @@ def main(argv: list[str] | None = None) -> int:
             return groups_cmd.run(args, console)
         if args.command == "configs":
             return configs_cmd.run(args, console)
+        if args.command == "log-dirs":
+            return log_dirs_cmd.run(args, console)
+        if args.command == "reassign":
+            return reassign_cmd.run(args, console)
         return commands.run(args, console)
     except commands.CommandError as exc:
         Console(stderr=True).print(f"[bold red]error:[/] {exc}")

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from epochlog.client.admin import AsyncAdmin, ClusterDescription, NewTopic, TopicDescription
+    from epochlog.client.admin_partitions import DeletedRecords, ElectionType, NewPartitions
+    from epochlog.client.admin_reassign import PartitionReassignment
     from epochlog.client.config import ClientConfig, Role, load_config
     from epochlog.client.connection import BrokerConnection
     from epochlog.client.consumer import AsyncConsumer
@@ -71,13 +73,16 @@ _EXPORTS: dict[str, str] = {
     "ConnectionFailedError": "epochlog.client.errors",
     "Consumer": "epochlog.client.sync",
     "ConsumerRecord": "epochlog.client.fetch_decoder",
+    "DeletedRecords": "epochlog.client.admin_partitions",
     "DeliveryTimeoutError": "epochlog.client.errors",
+    "ElectionType": "epochlog.client.admin_partitions",
     "GroupDescription": "epochlog.client.group_admin_protocol",
     "GroupListing": "epochlog.client.group_admin_protocol",
     "IncompatibleBrokerError": "epochlog.client.errors",
     "KafkaError": "epochlog.client.errors",
     "MemberDescription": "epochlog.client.group_admin_protocol",
     "MessageTooLargeError": "epochlog.client.errors",
+    "NewPartitions": "epochlog.client.admin_partitions",
     "NewTopic": "epochlog.client.admin",
     "NoOffsetForPartitionError": "epochlog.client.errors",
     "NodeNotReadyError": "epochlog.client.errors",
@@ -85,6 +90,7 @@ _EXPORTS: dict[str, str] = {
     "OffsetAndTimestamp": "epochlog.client.list_offsets",
     "OffsetOutOfRangeError": "epochlog.client.errors",
     "PartitionInfo": "epochlog.client.metadata",
+    "PartitionReassignment": "epochlog.client.admin_reassign",
     "PinState": "epochlog.protocol.messages.pin_controller",
     "PinStatus": "epochlog.protocol.messages.pin_controller",
     "Producer": "epochlog.client.sync",
@@ -128,13 +134,16 @@ __all__ = [
     "ConnectionFailedError",
     "Consumer",
     "ConsumerRecord",
+    "DeletedRecords",
     "DeliveryTimeoutError",
+    "ElectionType",
     "GroupDescription",
     "GroupListing",
     "IncompatibleBrokerError",
     "KafkaError",
     "MemberDescription",
     "MessageTooLargeError",
+    "NewPartitions",
     "NewTopic",
     "NoOffsetForPartitionError",
     "NodeNotReadyError",
@@ -142,6 +151,7 @@ __all__ = [
     "OffsetAndTimestamp",
     "OffsetOutOfRangeError",
     "PartitionInfo",
+    "PartitionReassignment",
     "PinState",
     "PinStatus",
     "Producer",

@@ -9,9 +9,12 @@ sends DescribeCluster to the least loaded broker and falls back to Metadata for 
 not serve it (as librdkafka and kafka-python do). `pin_controller`, `unpin_controller` and
 `describe_controller_pin` send epochlog's PinController (KIP-39) to any broker and return the
 `PinStatus` it reports after the change. Consumer groups and their offsets (list, describe,
-delete; list, alter, delete offsets) and ListOffsets are in `admin_groups`, mixed in here;
-describe_configs, alter_configs and incremental_alter_configs in `admin_configs`;
-describe_client_quotas and alter_client_quotas in `admin_quotas`.
+delete; list, alter, delete offsets) and ListOffsets are in `admin_groups`;
+describe_configs, alter_configs and incremental_alter_configs in `admin_configs`; log dirs,
+producers and paginated topic descriptions in `admin_log_dirs`; create_partitions,
+delete_records and elect_leaders in `admin_partitions`; partition reassignments (alter,
+list) in `admin_reassign`; describe_client_quotas and alter_client_quotas in
+`admin_quotas`; all are mixed in here.
 
 The `*_topics` calls return a result per topic (`None` on success, else the `KafkaError`); the
 single-topic forms raise instead.
@@ -27,7 +30,10 @@ from typing import Any
 
 from epochlog.client.admin_configs import ConfigAdminOperations
 from epochlog.client.admin_groups import GroupAdminOperations
+from epochlog.client.admin_log_dirs import LogDirAdminOperations
+from epochlog.client.admin_partitions import PartitionAdminOperations
 from epochlog.client.admin_quotas import QuotaAdminOperations
+from epochlog.client.admin_reassign import ReassignmentAdminOperations
 from epochlog.client.config import Role, load_config
 from epochlog.client.errors import ClientError, IncompatibleBrokerError, KafkaError
 from epochlog.client.metadata import BrokerNode, PartitionInfo
@@ -66,7 +72,14 @@ class ClusterDescription:
     brokers: list[BrokerNode]
 
 
-class AsyncAdmin(GroupAdminOperations, ConfigAdminOperations, QuotaAdminOperations):
+class AsyncAdmin(
+    GroupAdminOperations,
+    ConfigAdminOperations,
+    LogDirAdminOperations,
+    PartitionAdminOperations,
+    ReassignmentAdminOperations,
+    QuotaAdminOperations,
+):
     """An asyncio admin client; see the module docstring."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:

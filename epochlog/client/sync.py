@@ -29,11 +29,19 @@ import concurrent.futures
 import queue
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from epochlog.aio import wait_for
 from epochlog.client.admin import AsyncAdmin, ClusterDescription, NewTopic, TopicDescription
+from epochlog.client.admin_log_dirs import (
+    LogDirDescription,
+    ProducerState,
+    TopicPartitionReplica,
+    TopicPartitionsDescription,
+)
+from epochlog.client.admin_partitions import DeletedRecords, ElectionType, NewPartitions
+from epochlog.client.admin_reassign import PartitionReassignment
 from epochlog.client.consumer import AsyncConsumer, OffsetAndTimestamp, RebalanceCallback
 from epochlog.client.delivery import DeliveryFuture
 from epochlog.client.errors import ClientClosedError, KafkaError
@@ -587,6 +595,24 @@ class Admin:
     def describe_controller_pin(self, *, timeout: float | None = None) -> PinStatus:
         return self._thread.run(self._admin.describe_controller_pin(timeout=timeout))
 
+    # ---------------------------------------------------------------- reassignments (KIP-455)
+
+    def alter_partition_reassignments(
+        self,
+        reassignments: Mapping[tuple[str, int], Sequence[int] | None],
+        *,
+        timeout: float | None = None,
+    ) -> dict[TopicPartition, KafkaError | None]:
+        return self._thread.run(
+            self._admin.alter_partition_reassignments(dict(reassignments), timeout=timeout)
+        )
+
+    def list_partition_reassignments(
+        self, partitions: Iterable[tuple[str, int]] | None = None, *, timeout: float | None = None
+    ) -> dict[TopicPartition, PartitionReassignment]:
+        parts = None if partitions is None else list(partitions)
+        return self._thread.run(self._admin.list_partition_reassignments(parts, timeout=timeout))
+
     # ---------------------------------------------------------------- consumer groups
 
     def list_groups(
@@ -652,6 +678,80 @@ class Admin:
         self, partitions: Iterable[tuple[str, int]], *, timeout: float | None = None
     ) -> dict[TopicPartition, int]:
         return self._thread.run(self._admin.log_start_offsets(list(partitions), timeout=timeout))
+
+    # ---------------------------------------------------------------- partitions
+
+    def create_partitions(
+        self,
+        topics: Mapping[str, int | NewPartitions],
+        *,
+        validate_only: bool = False,
+        timeout: float | None = None,
+    ) -> dict[str, KafkaError | None]:
+        return self._thread.run(
+            self._admin.create_partitions(
+                dict(topics), validate_only=validate_only, timeout=timeout
+            )
+        )
+
+    def delete_records(
+        self, offsets: Mapping[tuple[str, int], int], *, timeout: float | None = None
+    ) -> dict[TopicPartition, DeletedRecords]:
+        return self._thread.run(self._admin.delete_records(dict(offsets), timeout=timeout))
+
+    def elect_leaders(
+        self,
+        election_type: ElectionType | int,
+        partitions: Iterable[tuple[str, int]] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> dict[TopicPartition, KafkaError | None]:
+        parts = None if partitions is None else list(partitions)
+        return self._thread.run(self._admin.elect_leaders(election_type, parts, timeout=timeout))
+
+    # Log dirs, producers and paginated topic descriptions (see `admin_log_dirs`).
+
+    def describe_log_dirs(
+        self, brokers: Iterable[int] | None = None, *, timeout: float | None = None
+    ) -> dict[int, dict[str, LogDirDescription]]:
+        return self._thread.run(
+            self._admin.describe_log_dirs(
+                None if brokers is None else list(brokers), timeout=timeout
+            )
+        )
+
+    def alter_replica_log_dirs(
+        self, assignments: Mapping[TopicPartitionReplica, str], *, timeout: float | None = None
+    ) -> dict[TopicPartitionReplica, KafkaError | None]:
+        return self._thread.run(
+            self._admin.alter_replica_log_dirs(dict(assignments), timeout=timeout)
+        )
+
+    def describe_producers(
+        self,
+        partitions: Iterable[tuple[str, int]],
+        *,
+        broker_id: int | None = None,
+        timeout: float | None = None,
+    ) -> dict[TopicPartition, list[ProducerState]]:
+        return self._thread.run(
+            self._admin.describe_producers(
+                [TopicPartition(*tp) for tp in partitions], broker_id=broker_id, timeout=timeout
+            )
+        )
+
+    def describe_topic_partitions(
+        self,
+        topics: Iterable[str] | None = None,
+        *,
+        page_size: int = 2000,
+        timeout: float | None = None,
+    ) -> dict[str, TopicPartitionsDescription]:
+        return self._thread.run(
+            self._admin.describe_topic_partitions(
+                None if topics is None else list(topics), page_size=page_size, timeout=timeout
+            )
+        )
 
     def close(self) -> None:
         if self._thread.loop.is_closed():

@@ -71,6 +71,10 @@ class ControllerContext:
     topics_being_deleted: set[str] = field(default_factory=set)
     # broker -> its replicas that answered KAFKA_STORAGE_ERROR (Kafka's offline replicas)
     offline_replicas: dict[int, set[TopicPartition]] = field(default_factory=dict)
+    # Reassignments in progress (KIP-455): `assignments` holds the full replica set, these the
+    # replicas being added and removed, as /brokers/topics/<t> records them.
+    adding_replicas: dict[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
+    removing_replicas: dict[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
 
     # -- brokers
 
@@ -153,6 +157,8 @@ class ControllerContext:
         for tp in self.partitions_of(topic):
             self.assignments.pop(tp, None)
             self.states.pop(tp, None)
+            self.adding_replicas.pop(tp, None)
+            self.removing_replicas.pop(tp, None)
             for offline in self.offline_replicas.values():
                 offline.discard(tp)
         self.topics_being_deleted.discard(topic)

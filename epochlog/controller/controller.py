@@ -45,6 +45,8 @@ from epochlog.controller.decisions import (
     on_topic_deletion,
     on_unclean_election_enabled,
 )
+from epochlog.controller.partition_requests import PartitionRequests
+from epochlog.controller.reassignment_events import ReassignmentEvents
 from epochlog.controller.requests import ControllerRequests
 from epochlog.controller.storage_events import StorageEvents
 from epochlog.faults import FaultInjector
@@ -81,7 +83,7 @@ def _broker_info(registered: RegisteredBroker) -> BrokerInfo:
     )
 
 
-class Controller(ControllerRequests, StorageEvents):
+class Controller(ControllerRequests, StorageEvents, PartitionRequests, ReassignmentEvents):
     def __init__(
         self,
         broker_id: int,
@@ -109,6 +111,8 @@ class Controller(ControllerRequests, StorageEvents):
         # stops answers them ControllerMovedError at once, so no caller waits out its timeout.
         self._waiting: set[asyncio.Future[Any]] = set()
         self._resends: dict[int, int] = {}
+        self._zk_reassignments: dict[TopicPartition, tuple[int, ...]] = {}
+        self._zk_reassignments_czxid = 0
 
     @property
     def is_active(self) -> bool:
@@ -140,6 +144,7 @@ class Controller(ControllerRequests, StorageEvents):
                 self.zk, loop, lambda _topics: self._enqueue(self._topic_deletion)
             ),
             self._watch_log_dir_events(loop),
+            self._watch_zk_reassignments(loop),
         ]
         if self.config["auto.leader.rebalance.enable"]:
             self._timers.append(loop.create_task(self._rebalance_timer()))
@@ -266,6 +271,10 @@ class Controller(ControllerRequests, StorageEvents):
                 self.writer.set_topic_assignment, topic, replace(assignment, topic_id=topic_id)
             )
         self.ctx.add_topic(topic, topic_id, dict(assignment.partitions))
+        for partition, adding in assignment.adding_replicas.items():  # reassignments (KIP-455)
+            self.ctx.adding_replicas[(topic, partition)] = tuple(adding)
+        for partition, removing in assignment.removing_replicas.items():
+            self.ctx.removing_replicas[(topic, partition)] = tuple(removing)
 
     @staticmethod
     def _leader_isr(state: PartitionState, version: int) -> LeaderIsr:
@@ -387,6 +396,7 @@ class Controller(ControllerRequests, StorageEvents):
         )
         if self.ctx.topics_being_deleted:
             await self._delete_topics(sorted(self.ctx.topics_being_deleted))
+        await self._resume_reassignments()
 
     async def _broker_change(self) -> None:
         await self.faults.before_event("BROKER_CHANGE")  # tests: a controller busy elsewhere
@@ -426,6 +436,7 @@ class Controller(ControllerRequests, StorageEvents):
                 self.ctx.live_brokers[broker_id] = info
                 self.channel.add_broker(info)
             await self._execute(on_broker_startup(self.ctx, change.bounced, self._unclean))
+        await self._resume_reassignments()
 
     async def _topic_change(self) -> list[asyncio.Future[Any]]:
         topics = await asyncio.to_thread(zkc.list_topics, self.zk)

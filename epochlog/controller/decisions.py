@@ -105,10 +105,18 @@ def on_controller_failover(
     led, another ISR member leads at a new leader epoch, as the broker-change handler does for
     a bounce it sees. Without this the new controller would keep it leader at the same epoch
     and the followers would truncate to its shorter log (the test-only switch passes {}).
+
+    ISR followers on brokers that are not registered leave the ISR too, as Kafka's controller
+    takes replicas on dead brokers offline when it starts (`dead_isr_followers`): a broker
+    that died with the old controller would otherwise stay in the ISRs of partitions whose
+    leader never drops a caught-up follower (an idle partition), holding up acks=all.
     """
     if bounced is None:
         bounced = bounced_isr_members(ctx)
-    plan = _on_replicas_gone(ctx, {tp: set(b) for tp, b in bounced.items()}, unclean)
+    gone = {tp: set(b) for tp, b in bounced.items()}
+    for tp, dead in dead_isr_followers(ctx).items():
+        gone.setdefault(tp, set()).update(dead)
+    plan = _on_replicas_gone(ctx, gone, unclean)
     plan.batch.add_update_metadata(ctx.live_brokers, ctx.all_partitions())
     for tp in ctx.all_partitions():
         if tp in ctx.states and tp[0] not in ctx.topics_being_deleted:
@@ -129,6 +137,19 @@ def bounced_isr_members(ctx: ControllerContext) -> dict[TopicPartition, set[int]
             if live is not None and live.epoch > recorded and broker in state.isr:
                 bounced.setdefault(tp, set()).add(broker)
     return bounced
+
+
+def dead_isr_followers(ctx: ControllerContext) -> dict[TopicPartition, set[int]]:
+    """Per partition with a live leader, the ISR members whose broker is not registered.
+    (Partitions without a live leader drop them when they elect: `_elect_offline`.)"""
+    dead: dict[TopicPartition, set[int]] = {}
+    for tp, state in ctx.states.items():
+        if tp[0] in ctx.topics_being_deleted or not ctx.is_live(state.leader):
+            continue
+        gone = {b for b in state.isr if not ctx.is_live(b)}
+        if gone:
+            dead[tp] = gone
+    return dead
 
 
 def _elect_offline(ctx: ControllerContext, plan: Plan, unclean: UncleanPolicy) -> None:

@@ -146,6 +146,8 @@ class RequestBatch:
                     isr=list(state.isr),
                     partition_epoch=state.partition_epoch,
                     replicas=list(ctx.replicas((topic, partition))),
+                    adding_replicas=list(ctx.adding_replicas.get((topic, partition), ())),
+                    removing_replicas=list(ctx.removing_replicas.get((topic, partition), ())),
                     is_new=is_new,
                 )
             )

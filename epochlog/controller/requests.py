@@ -50,6 +50,7 @@ class ControllerRequests:
     _delete_topics: Callable[[list[str]], Awaitable[None]]
     _write: Callable[[Plan], Awaitable[set[TopicPartition]]]
     _execute: Callable[[Plan], Awaitable[list[asyncio.Future[Any]]]]
+    _after_isr_change: Callable[[Iterable[TopicPartition]], None]
 
     @staticmethod
     async def _wait(
@@ -202,6 +203,7 @@ class ControllerRequests:
             refused = await self._write(plan)
             for request_to_send in plan.batch.build(self.ctx):
                 self.channel.send(request_to_send)
+            self._after_isr_change(set(decision.accepted) - refused)  # reassignments
             return self._alter_partition_response(proposals, decision, refused)
 
         return await self._enqueue_and_wait(event)

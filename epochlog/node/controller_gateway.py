@@ -1,9 +1,10 @@
 """What the broker's handlers reach the controller through, in this process (the collaborators
 of `broker/collaborators.py` that the controller side implements).
 
-`ControllerGateway` is what `Broker` calls for CreateTopics, DeleteTopics, ControlledShutdown
-and AlterPartition: it answers them with this process's controller while it is active; a
-controller deposed or stopped while a request waited answers NOT_CONTROLLER.
+`ControllerGateway` is what `Broker` calls for CreateTopics, DeleteTopics, ControlledShutdown,
+AlterPartition, CreatePartitions and ElectLeaders: it answers them with this process's controller
+while it is active; a controller deposed or stopped while a request waited answers
+NOT_CONTROLLER.
 `ZkControllerPins` answers PinController (describe, pin, unpin) through ZooKeeper; any broker can.
 """
 
@@ -18,6 +19,7 @@ from kazoo.client import KazooClient
 from epochlog.broker.collaborators import CollaboratorError
 from epochlog.controller.controller import Controller, ControllerMovedError
 from epochlog.controller.elector import ControllerElector
+from epochlog.controller.partition_admin import ElectionType
 from epochlog.protocol import messages as m
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.messages.pin_controller import PinStatus
@@ -86,6 +88,23 @@ class ControllerGateway:
 
     async def alter_partition(self, request: Any, version: int) -> Any:
         return await self._ask(lambda c: c.alter_partition(request, version))
+
+    async def create_partitions(self, request: Any, version: int) -> Any:
+        return await self._ask(lambda c: c.create_partitions(request))
+
+    async def elect_leaders(
+        self, partitions: list[tuple[str, int]] | None, election_type: int, timeout_ms: int
+    ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        outcomes = await self._ask(
+            lambda c: c.elect_leaders(partitions, ElectionType(election_type), timeout_ms)
+        )
+        return {tp: (o.error, o.message) for tp, o in outcomes.items()}
+
+    async def alter_partition_reassignments(self, request: Any, version: int) -> Any:
+        return await self._ask(lambda c: c.alter_partition_reassignments(request, version))
+
+    async def list_partition_reassignments(self, request: Any, version: int) -> Any:
+        return await self._ask(lambda c: c.list_partition_reassignments(request, version))
 
 
 class ZkControllerPins:

@@ -153,6 +153,11 @@ class ZkGroupCoordinator:
     ) -> Any:
         return await self.service.handle(api_key, version, body, client_id, client_host)
 
+    def start_offset_commit(
+        self, version: int, body: Any, client_id: str, client_host: str
+    ) -> asyncio.Future[Any]:
+        return self.service.start_offset_commit(body, version, client_id, client_host)
+
     async def create_offsets_topic(self) -> None:
         if self._creating is None or self._creating.done():
             self._creating = asyncio.get_running_loop().create_task(

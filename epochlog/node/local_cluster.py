@@ -92,6 +92,7 @@ class LocalCluster:
         broker_config: Mapping[str, Any] | None = None,
         die_with_parent: bool = True,
         zk_session_timeout_ms: int = 6000,
+        log_dirs_per_broker: int = 1,
     ) -> None:
         self.directory = Path(directory).resolve()
         self.broker_count = brokers
@@ -99,6 +100,7 @@ class LocalCluster:
         self.broker_config = dict(broker_config or {})
         self.die_with_parent = die_with_parent
         self.zk_session_timeout_ms = zk_session_timeout_ms
+        self.log_dirs_per_broker = log_dirs_per_broker  # logs, logs-2, ... in each broker's dir
         self.zk: ZooKeeperServer | None = None
         self.zk_pid: int | None = None
         self.zk_connect: str | None = zookeeper
@@ -134,11 +136,20 @@ class LocalCluster:
                 line.split("=", 1) for line in config_path.read_text().splitlines() if "=" in line
             )
             port = int(existing["listeners"].rsplit(":", 1)[1])
+        existing_dirs: str | None = None
+        if config_path.exists():
+            for line in config_path.read_text().splitlines():
+                if line.startswith("log.dirs="):
+                    existing_dirs = line.split("=", 1)[1]  # a restart keeps the broker's dirs
         port = port or free_port()
         values: dict[str, Any] = {
             "broker.id": broker_id,
             "listeners": f"PLAINTEXT://127.0.0.1:{port}",
-            "log.dirs": str(directory / "logs"),
+            "log.dirs": existing_dirs
+            or ",".join(
+                str(directory / ("logs" if i == 1 else f"logs-{i}"))
+                for i in range(1, self.log_dirs_per_broker + 1)
+            ),
             "zookeeper.connect": self.zk_connect,
             "zookeeper.session.timeout.ms": self.zk_session_timeout_ms,
             "controlled.shutdown.retry.backoff.ms": 500,

@@ -49,15 +49,24 @@ class ApiKey(enum.IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    ALTER_REPLICA_LOG_DIRS = 34
+    DESCRIBE_LOG_DIRS = 35
+    CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
     ALTER_PARTITION = 56
     DESCRIBE_CLUSTER = 60
     DESCRIBE_CONFIGS = 32  # dynamic configs
     ALTER_CONFIGS = 33
     INCREMENTAL_ALTER_CONFIGS = 44
+    DESCRIBE_PRODUCERS = 61
+    DESCRIBE_TOPIC_PARTITIONS = 75
     DESCRIBE_CLIENT_QUOTAS = 48  # client quotas
     ALTER_CLIENT_QUOTAS = 49
     PIN_CONTROLLER = m.pin_controller.API_KEY  # KIP-39, a vendor key Kafka does not use
@@ -119,12 +128,37 @@ APIS: dict[int, Api] = {
         _api(ApiKey.LIST_GROUPS, m.ListGroupsRequest, m.ListGroupsResponse),
         _api(ApiKey.DELETE_GROUPS, m.DeleteGroupsRequest, m.DeleteGroupsResponse),
         _api(ApiKey.OFFSET_DELETE, m.OffsetDeleteRequest, m.OffsetDeleteResponse),
+        _api(ApiKey.DELETE_RECORDS, m.DeleteRecordsRequest, m.DeleteRecordsResponse),
+        _api(ApiKey.CREATE_PARTITIONS, m.CreatePartitionsRequest, m.CreatePartitionsResponse),
+        _api(ApiKey.ELECT_LEADERS, m.ElectLeadersRequest, m.ElectLeadersResponse),
         _api(ApiKey.DESCRIBE_CONFIGS, m.DescribeConfigsRequest, m.DescribeConfigsResponse),
         _api(ApiKey.ALTER_CONFIGS, m.AlterConfigsRequest, m.AlterConfigsResponse),
         _api(
             ApiKey.INCREMENTAL_ALTER_CONFIGS,
             m.IncrementalAlterConfigsRequest,
             m.IncrementalAlterConfigsResponse,
+        ),
+        _api(
+            ApiKey.ALTER_REPLICA_LOG_DIRS,
+            m.AlterReplicaLogDirsRequest,
+            m.AlterReplicaLogDirsResponse,
+        ),
+        _api(ApiKey.DESCRIBE_LOG_DIRS, m.DescribeLogDirsRequest, m.DescribeLogDirsResponse),
+        _api(ApiKey.DESCRIBE_PRODUCERS, m.DescribeProducersRequest, m.DescribeProducersResponse),
+        _api(
+            ApiKey.DESCRIBE_TOPIC_PARTITIONS,
+            m.DescribeTopicPartitionsRequest,
+            m.DescribeTopicPartitionsResponse,
+        ),
+        _api(
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+            m.AlterPartitionReassignmentsRequest,
+            m.AlterPartitionReassignmentsResponse,
+        ),
+        _api(
+            ApiKey.LIST_PARTITION_REASSIGNMENTS,
+            m.ListPartitionReassignmentsRequest,
+            m.ListPartitionReassignmentsResponse,
         ),
         _api(
             ApiKey.DESCRIBE_CLIENT_QUOTAS,

@@ -365,6 +365,14 @@ class _Gen:
                 self.encode_scalar(out, ind + "    ", elem, "_e", compact, False, dst)
             return
         if f.is_struct:
+            if self.nullable(f):
+                # Kafka's nullable struct: int8 -1 for null, else 1 and the struct.
+                out.append(f"{ind}_s = {expr}")
+                out.append(f"{ind}if _s is None: {dst}.append(255)")
+                out.append(f"{ind}else:")
+                out.append(f"{ind}    {dst}.append(1)")
+                out.append(f"{ind}    e_{t}(_s, {dst})")
+                return
             out.append(f"{ind}e_{t}({expr}, {dst})")
             return
         self.encode_scalar(out, ind, t, expr, compact, self.nullable(f), dst)
@@ -551,6 +559,15 @@ class _Gen:
                 out.append(f"{ind2}    _ap(_e)")
             return
         if f.is_struct:
+            if self.nullable(f):
+                out.append(f"{ind}if pos >= {end}: raise _Bad('struct marker past the end')")
+                out.append(f"{ind}if buf[pos] >= 128:")
+                out.append(f"{ind}    pos += 1")
+                out.append(f"{ind}    {target} = None")
+                out.append(f"{ind}else:")
+                out.append(f"{ind}    pos += 1")
+                out.append(f"{ind}    {target}, pos = d_{f.type}(buf, pos, n)")
+                return
             out.append(f"{ind}{target}, pos = d_{f.type}(buf, pos, n)")
             return
         self.decode_scalar(out, ind, f.type, target, compact, self.nullable(f), end)

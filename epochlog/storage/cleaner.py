@@ -281,6 +281,10 @@ class LogCleaner:
         self._horizons.pop(key, None)
         self._uncleanable.pop(key, None)
 
+    def is_cleaning(self, key: TopicPartition) -> bool:
+        """A pass is rewriting this log's segments (a replica move waits for it to end)."""
+        return key in self._in_progress
+
     def checkpoint_of(self, key: TopicPartition) -> int | None:
         return self._checkpoints.get(key)
 

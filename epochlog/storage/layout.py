@@ -34,6 +34,9 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 # A partition dir being deleted is renamed `<topic>-<p>.<uuid hex>-delete` first.
 DELETE_DIR_SUFFIX = "-delete"
+# A replica being moved to another log dir (AlterReplicaLogDirs) is copied into
+# `<topic>-<p>.<uuid hex>-future` there, renamed `<topic>-<p>` when it replaces the current one.
+FUTURE_DIR_SUFFIX = "-future"
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
@@ -85,3 +88,25 @@ def parse_partition_dir_name(name: str) -> tuple[str, int]:
         raise ValueError(f"{name!r} is not a partition directory name (<topic>-<partition>)")
     validate_topic_name(topic)
     return topic, int(partition)
+
+
+def future_dir_name(topic: str, partition: int, unique_id: str) -> str:
+    return f"{partition_dir_name(topic, partition)}.{unique_id}{FUTURE_DIR_SUFFIX}"
+
+
+def parse_future_dir_name(name: str) -> tuple[str, int] | None:
+    """(topic, partition) of a `<topic>-<p>.<uuid hex>-future` dir; None for any other name."""
+    if not name.endswith(FUTURE_DIR_SUFFIX):
+        return None
+    stem, dot, unique_id = name.removesuffix(FUTURE_DIR_SUFFIX).rpartition(".")
+    if not dot or not unique_id.isalnum():
+        return None
+    try:
+        return parse_partition_dir_name(stem)
+    except ValueError:
+        return None
+
+
+def parse_log_dir_name(name: str) -> tuple[str, int]:
+    """(topic, partition) of a current (`<topic>-<p>`) or future partition dir."""
+    return parse_future_dir_name(name) or parse_partition_dir_name(name)

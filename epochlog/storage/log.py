@@ -71,7 +71,7 @@ from epochlog.storage.layout import (
     SEGMENT_SUFFIXES,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
-    parse_partition_dir_name,
+    parse_log_dir_name,
     segment_file_name,
 )
 from epochlog.storage.log_loader import load_segments
@@ -115,7 +115,7 @@ class PartitionLog:
         epoch_checkpoint: DeferrableEpochCheckpoint,
     ) -> None:
         self.directory = directory
-        self.topic, self.partition = parse_partition_dir_name(directory.name)
+        self.topic, self.partition = parse_log_dir_name(directory.name)
         self._segments = segments
         self._config = config
         self._bases = [segment.base_offset for segment in segments]
@@ -156,7 +156,7 @@ class PartitionLog:
         config = config or LogConfig()
         now = _now_ms() if now_ms is None else now_ms
         directory = Path(directory)
-        parse_partition_dir_name(directory.name)
+        parse_log_dir_name(directory.name)
         directory.mkdir(parents=True, exist_ok=True)
         checkpoint = LeaderEpochCheckpointFile(directory / LEADER_EPOCH_CHECKPOINT)
         trusted = True
@@ -463,6 +463,18 @@ class PartitionLog:
                 return found
         return FileSlice.empty()
 
+    def read_for_copy(self, offset: int, max_bytes: int) -> FileSlice:
+        """Whole batches from the one holding `offset` (or the next one), whatever the log start
+        offset: a replica moved to another log dir copies every batch its segments hold, so
+        the copy has the same batches and no hole the original has not."""
+        if offset >= self.log_end_offset:
+            return FileSlice.empty()
+        for segment in self._segments_from(offset):
+            found = segment.read(offset, max_bytes, None, True)
+            if found is not None:
+                return found
+        return FileSlice.empty()
+
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         """ListOffsets by time: the first record at or after the log start offset whose
         timestamp is >= `timestamp`, or None when there is none."""
@@ -637,6 +649,17 @@ class PartitionLog:
             now_ms,
         )
         return deleted
+
+    def delete_segments_below_log_start(self, high_watermark: int, now_ms: int) -> int:
+        """Delete the segments wholly below the log start offset (DeleteRecords moved it);
+        returns how many went. The rest of retention waits for its interval."""
+        return self._delete_while(
+            lambda _segment, following: (
+                following is not None and following.base_offset <= self.log_start_offset
+            ),
+            high_watermark,
+            now_ms,
+        )
 
     def _delete_while(
         self,

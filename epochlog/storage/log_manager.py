@@ -19,6 +19,15 @@ LogDirOfflineError) and its checkpoints are skipped; the listener (the replica m
 once. `reload_dir` brings it back once usable (see `log_dirs.probe_dir`): its logs are recovered
 from the recovery points they had, as after a crash, since the last writes may be torn.
 
+A replica can move to another of the broker's log dirs (AlterReplicaLogDirs, Kafka's way): a
+future log `<topic>-<p>.<uuid hex>-future` is created in the target dir and filled from the
+current log by the replica manager's mover; `replace_current_with_future` swaps it in. The swap
+renames the current dir `-delete` first (the commit point), then the future dir to
+`<topic>-<p>`, so a crash in between leaves a future dir with no current log, which the next
+startup promotes; a future dir found beside its current log is discarded and the move is
+resumed from the start (`resumed_moves`). A partition's preferred dir (named by
+AlterReplicaLogDirs before the replica existed) is where it is created.
+
 Compacted logs are cleaned by the manager's `LogCleaner` (`cleaner.py`), which the broker starts
 once it can run work on the event loop; its `cleaner-offset-checkpoint` sits in each log dir too.
 
@@ -56,6 +65,8 @@ from epochlog.storage.layout import (
     META_PROPERTIES,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
+    future_dir_name,
+    parse_future_dir_name,
     parse_partition_dir_name,
     partition_dir_name,
     validate_topic_name,
@@ -92,6 +103,13 @@ class LogManager:
         self._offline_offsets: dict[TopicPartition, tuple[int, int]] = {}
         # Told (dir, partitions) once when a dir goes offline (the replica manager).
         self.on_dir_offline: Callable[[Path, list[TopicPartition]], None] | None = None
+        # Replicas being moved to another dir: their future logs and the dirs holding them;
+        # where a replica not yet created should go; moves a restart interrupted, to resume.
+        self._future_logs: dict[TopicPartition, PartitionLog] = {}
+        self._future_dir_of: dict[TopicPartition, Path] = {}
+        self.preferred_dirs: dict[TopicPartition, Path] = {}
+        self.resumed_moves: dict[TopicPartition, Path] = {}
+        self._future_dirs_found: list[tuple[TopicPartition, Path]] = []
         if now_ms is None:
             self.cleaner = LogCleaner(self, cleaner_config)
         else:
@@ -112,6 +130,7 @@ class LogManager:
             self.cleaner.load_checkpoints()
             for log_dir in self.log_dirs:
                 self._load_dir(log_dir, now)
+            self._settle_future_dirs(now)
         except BaseException:
             for log in self._logs.values():
                 log.close(flush=False)
@@ -167,6 +186,10 @@ class LogManager:
                 logger.info("finishing the deletion of %s", entry.path)
                 shutil.rmtree(entry.path, ignore_errors=True)
                 continue
+            future_key = parse_future_dir_name(entry.name)
+            if future_key is not None:
+                self._future_dirs_found.append((future_key, Path(entry.path)))
+                continue
             try:
                 key = parse_partition_dir_name(entry.name)
             except ValueError:
@@ -192,6 +215,147 @@ class LogManager:
         if clean:
             marker.unlink()
             fsync_dir(log_dir)
+
+    def _settle_future_dirs(self, now_ms: int) -> None:
+        """Future dirs left by a restart: promote one whose current log is gone (the swap had
+        passed its commit point), discard the others and remember their moves to resume."""
+        found, self._future_dirs_found = self._future_dirs_found, []
+        for key, path in found:
+            log_dir = path.parent
+            if key in self._logs:
+                logger.warning(
+                    "discarding %s: the move of %s-%d to %s was interrupted; it restarts when "
+                    "the replica is served again",
+                    path,
+                    key[0],
+                    key[1],
+                    log_dir,
+                )
+                shutil.rmtree(path, ignore_errors=True)
+                if self._log_dir_of[key] != log_dir:
+                    self.resumed_moves[key] = log_dir
+                continue
+            target = log_dir / partition_dir_name(*key)
+            logger.warning("finishing the move of %s-%d: %s becomes %s", *key, path, target)
+            os.rename(path, target)
+            fsync_dir(log_dir)
+            config = self._config(key[0])
+            self._logs[key] = PartitionLog.open(
+                target,
+                config,
+                had_clean_shutdown=False,
+                now_ms=now_ms,
+                dense_offsets=self._dense_offsets(key, config),
+            )
+            self._log_dir_of[key] = log_dir
+
+    # --------------------------------------------------------------- moves between dirs
+
+    def future_log(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._future_logs.get((topic, partition))
+
+    def future_dir_of(self, topic: str, partition: int) -> Path | None:
+        return self._future_dir_of.get((topic, partition))
+
+    def all_future_logs(self) -> dict[TopicPartition, PartitionLog]:
+        return dict(self._future_logs)
+
+    def dir_for(self, path: str | Path) -> Path | None:
+        """The configured log dir that `path` names (absolute), or None."""
+        try:
+            wanted = Path(path).resolve()
+        except (OSError, RuntimeError):
+            return None
+        return wanted if wanted in self.log_dirs else None
+
+    def set_preferred_dir(self, topic: str, partition: int, log_dir: Path) -> None:
+        """Create the replica in `log_dir` when it is created (Kafka's maybeUpdatePreferredLogDir:
+        not remembered when its current or future log is there already)."""
+        key = (topic, partition)
+        if self._log_dir_of.get(key) == log_dir or self._future_dir_of.get(key) == log_dir:
+            return
+        self.preferred_dirs[key] = log_dir
+
+    def create_future_log(self, topic: str, partition: int, log_dir: Path) -> PartitionLog:
+        """An empty future log for the replica in `log_dir`, starting where the current log's
+        first segment starts (batches are then copied in as a follower appends them)."""
+        key = (topic, partition)
+        current = self._logs.get(key)
+        if current is None:
+            raise LogDirOfflineError(f"{topic}-{partition}: no current log to move")
+        if log_dir in self.offline_dirs or log_dir not in self.log_dirs:
+            raise LogDirOfflineError(f"{topic}-{partition}: log dir {log_dir} is not usable")
+        self.remove_future_log(topic, partition)
+        directory = log_dir / future_dir_name(topic, partition, uuid.uuid4().hex)
+        future = PartitionLog.open(
+            directory,
+            current.config,
+            had_clean_shutdown=True,
+            topic_id=current.topic_id,
+            dense_offsets=current.dense_offsets,
+        )
+        start = current.segments[0].base_offset
+        if start != future.log_end_offset:
+            future.truncate_fully_and_start_at(start)
+        fsync_dir(log_dir)
+        self._future_logs[key] = future
+        self._future_dir_of[key] = log_dir
+        return future
+
+    def remove_future_log(self, topic: str, partition: int) -> bool:
+        """Abandon the replica's move: close and delete its future log."""
+        key = (topic, partition)
+        future = self._future_logs.pop(key, None)
+        log_dir = self._future_dir_of.pop(key, None)
+        if future is None or log_dir is None:
+            return False
+        with contextlib.suppress(OSError):
+            future.close(flush=False)
+        if log_dir not in self.offline_dirs:
+            shutil.rmtree(future.directory, ignore_errors=True)
+        return True
+
+    def replace_current_with_future(self, topic: str, partition: int) -> PartitionLog:
+        """Swap the caught-up future log in for the current one; returns the new current log.
+
+        The caller checked that the future log holds exactly the current log's batches, and
+        runs this on the logs' owner with nothing in between (Kafka's partition lock). Order:
+        the future log is flushed and closed; the current dir is renamed `-delete` (the commit
+        point: from here a restart promotes the future dir); the future dir is renamed to the
+        partition's dir name; the new log is opened from it; the old one is closed and deleted.
+        """
+        key = (topic, partition)
+        current = self._logs[key]
+        future = self._future_logs[key]
+        old_dir = self._log_dir_of[key]
+        new_dir = self._future_dir_of[key]
+        for entry in current.leader_epoch_cache.entries:
+            future.leader_epoch_cache.assign(entry.epoch, entry.start_offset)
+        log_start = current.log_start_offset
+        future.close(flush=True)
+        doomed = old_dir / f"{current.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+        os.rename(current.directory, doomed)
+        fsync_dir(old_dir)
+        target = new_dir / partition_dir_name(topic, partition)
+        os.rename(future.directory, target)
+        fsync_dir(new_dir)
+        moved = PartitionLog.open(
+            target,
+            current.config,
+            log_start_offset=log_start,
+            had_clean_shutdown=True,
+            dense_offsets=current.dense_offsets,
+        )
+        moved.recovery_point = moved.log_end_offset  # flushed by the close above
+        del self._future_logs[key], self._future_dir_of[key]
+        self._logs[key] = moved
+        self._log_dir_of[key] = new_dir
+        self.preferred_dirs.pop(key, None)
+        with contextlib.suppress(OSError):
+            current.close(flush=False)
+        shutil.rmtree(doomed, ignore_errors=True)
+        logger.info("%s-%d moved from %s to %s", topic, partition, old_dir, new_dir)
+        return moved
 
     # --------------------------------------------------------------------- offline dirs
 
@@ -221,6 +385,8 @@ class LogManager:
             self._offline_offsets[key] = (log.recovery_point, log.log_start_offset)
             with contextlib.suppress(OSError):  # the descriptors go with the objects anyway
                 log.close(flush=False)
+        for key in [k for k, d in self._future_dir_of.items() if d == log_dir]:
+            self.remove_future_log(*key)  # the move is abandoned; its dir is failing
         logger.error(
             "log dir %s is offline (%s): its %d partitions answer KAFKA_STORAGE_ERROR and its "
             "checkpoints are skipped until it is usable again",
@@ -302,10 +468,14 @@ class LogManager:
             raise ValueError(f"partition {partition} of {topic} is negative")
         if not self.online_dirs:
             raise LogDirOfflineError(f"{topic}-{partition}: every log dir is offline")
-        log_dir = min(
-            self.online_dirs,
-            key=lambda d: sum(1 for owner in self._log_dir_of.values() if owner == d),
-        )
+        preferred = self.preferred_dirs.pop(key, None)
+        if preferred is not None and preferred in self.online_dirs:
+            log_dir = preferred
+        else:
+            log_dir = min(
+                self.online_dirs,
+                key=lambda d: sum(1 for owner in self._log_dir_of.values() if owner == d),
+            )
         directory = log_dir / partition_dir_name(topic, partition)
         log = PartitionLog.open(
             directory,
@@ -321,6 +491,9 @@ class LogManager:
     def delete_log(self, topic: str, partition: int) -> bool:
         """Remove a partition's log and dir; False if there was none."""
         key = (topic, partition)
+        self.remove_future_log(topic, partition)
+        self.preferred_dirs.pop(key, None)
+        self.resumed_moves.pop(key, None)
         log = self._logs.pop(key, None)
         if log is None:
             return False
@@ -399,6 +572,13 @@ class LogManager:
         if not self._locks:
             return  # never started, or already shut down: the checkpoints on disk stand
         self.cleaner.shutdown()
+        for key, future in list(self._future_logs.items()):
+            # Left on disk: the next startup discards it and resumes the move.
+            with contextlib.suppress(OSError):
+                future.close(flush=False)
+            self.resumed_moves[key] = self._future_dir_of[key]
+        self._future_logs.clear()
+        self._future_dir_of.clear()
         for key, log in list(self._logs.items()):
             try:
                 log.close()

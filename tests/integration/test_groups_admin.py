@@ -549,3 +549,31 @@ def test_a_confluent_group_subscribes_and_commits_through_the_proxy(
         assert described.coordinator.port in proxy.node_ports()
     finally:
         proxy.stop()
+
+
+def test_a_consumers_pipelined_async_commits_are_all_answered_and_the_last_one_wins(
+    cluster, admin
+) -> None:
+    # librdkafka keeps a connection's async commits in flight together; the broker begins
+    # each in request order while earlier ones replicate, so the last one sent is what stays.
+    make_topic(cluster, admin, "async-commits")
+    answered: list[ck.KafkaError | None] = []
+    c = ck.Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": "async-committer",
+            "enable.auto.commit": False,
+            "on_commit": lambda err, _partitions: answered.append(err),
+        }
+    )
+    try:
+        c.assign([ck.TopicPartition("async-commits", 0, 0)])
+        for offset in range(1, 301):
+            c.commit(offsets=[ck.TopicPartition("async-commits", 0, offset)], asynchronous=True)
+        deadline = time.monotonic() + 60
+        while len(answered) < 300 and time.monotonic() < deadline:
+            c.poll(0.1)
+        assert answered == [None] * 300
+        assert committed(admin, "async-committer") == {("async-commits", 0): 300}
+    finally:
+        c.close()

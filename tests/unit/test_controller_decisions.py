@@ -17,6 +17,7 @@ from epochlog.controller.context import (
 )
 from epochlog.controller.decisions import (
     bounced_isr_members,
+    dead_isr_followers,
     imbalanced_partitions,
     on_broker_failure,
     on_broker_startup,
@@ -312,3 +313,16 @@ def test_without_the_check_a_new_controller_keeps_a_bounced_leader_at_the_same_e
     ctx.live_brokers[1] = broker(1, 900)
     plan = on_controller_failover(ctx, bounced={})
     assert plan.updates == {}  # the damage: leader 1 stays at leader epoch 0
+
+
+def test_a_new_controller_takes_followers_on_dead_brokers_out_of_the_isr():
+    # Broker 3 died with the old controller: nobody took it out of the ISR.
+    ctx = with_topic(context(brokers=(1, 2)), assignment={0: (1, 2, 3), 1: (3, 1, 2)})
+    written_state(ctx, ("t", 0), 1, (1, 2, 3))
+    ctx.states[("t", 1)] = LeaderIsr(3, 4, (3, 1, 2), ctx.epoch, 3, ())
+    assert dead_isr_followers(ctx) == {("t", 0): {3}}  # t-1 elects instead: no live leader
+    plan = on_controller_failover(ctx, bounced={})
+    first = plan.updates[("t", 0)]
+    assert (first.leader, first.isr, first.leader_epoch) == (1, (1, 2), 1)
+    second = plan.updates[("t", 1)]
+    assert (second.leader, second.isr) == (1, (1, 2))

@@ -257,3 +257,36 @@ def test_a_load_that_fails_is_tried_again_until_it_works() -> None:
         assert [f.offset for f in fetched] == [5]
 
     asyncio.run(scenario())
+
+
+def test_started_calls_are_queued_in_call_order_before_anything_runs() -> None:
+    # The server begins a connection's pipelined OffsetCommits one after the other without
+    # yielding to the loop: each must be queued when start_call returns, in that order.
+    async def scenario() -> None:
+        parts = MemoryPartitions()
+        rt = await loaded_runtime(parts)
+        parts.gate.clear()
+        started = [
+            rt.start_call(GROUP, lambda shard, now, o=o: shard.commit_offsets(commit(o), now))
+            for o in (3, 1, 2)  # offsets need not grow: the last one committed wins
+        ]
+        assert not any(f.done() for f in started)  # answered only once replicated
+        parts.gate.set()
+        await asyncio.gather(*started)
+        assert parts.appends == 1  # one append for the three
+        assert rt.read(GROUP, lambda shard: shard.fetch_offsets(GROUP, None))[0].offset == 2
+        written = [pickle.loads(key) for key, _ in parts.logs[rt.partition_of(GROUP)]]
+        assert [record.offset.offset for record in written[-3:]] == [3, 1, 2]
+
+    asyncio.run(scenario())
+
+
+def test_a_call_started_where_the_group_is_not_coordinated_fails_its_future() -> None:
+    async def scenario() -> None:
+        rt = runtime(MemoryPartitions())
+        started = rt.start_call(GROUP, lambda shard, now: shard.commit_offsets(commit(1), now))
+        with pytest.raises(CoordinatorError) as err:
+            await started
+        assert err.value.error is E.NOT_COORDINATOR
+
+    asyncio.run(scenario())

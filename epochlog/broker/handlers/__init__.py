@@ -4,10 +4,13 @@ Each handler turns a decoded request into a response body (see `context` for the
 the modules group them: `api_versions`, `metadata` (Metadata, DescribeCluster), `produce`,
 `fetch`, `offsets` (ListOffsets, OffsetForLeaderEpoch), `admin` (the controller's APIs and
 InitProducerId), `control` (LeaderAndIsr, UpdateMetadata, StopReplica), `pin_controller`
-(KIP-39), `configs` (DescribeConfigs, AlterConfigs, IncrementalAlterConfigs),
-`client_quotas` (DescribeClientQuotas, AlterClientQuotas), `groups`
-(FindCoordinator, and the group APIs the coordinator answers). `errors` builds every API's
-error response.
+(KIP-39), `configs` (DescribeConfigs, AlterConfigs, IncrementalAlterConfigs), `groups`
+(FindCoordinator, and the group APIs the coordinator answers), `log_dirs` (DescribeLogDirs,
+AlterReplicaLogDirs), `producers` (DescribeProducers), `topic_partitions`
+(DescribeTopicPartitions), `partition_admin` (CreatePartitions, ElectLeaders, DeleteRecords),
+`reassignments` (KIP-455's two APIs, for the controller), `client_quotas`
+(DescribeClientQuotas, AlterClientQuotas).
+`errors` builds every API's error response.
 """
 
 from __future__ import annotations
@@ -42,10 +45,25 @@ from epochlog.broker.handlers.control import (
 )
 from epochlog.broker.handlers.fetch import handle_fetch
 from epochlog.broker.handlers.groups import handle_find_coordinator, handle_group_request
+from epochlog.broker.handlers.log_dirs import (
+    handle_alter_replica_log_dirs,
+    handle_describe_log_dirs,
+)
 from epochlog.broker.handlers.metadata import handle_describe_cluster, handle_metadata
 from epochlog.broker.handlers.offsets import handle_list_offsets, handle_offset_for_leader_epoch
+from epochlog.broker.handlers.partition_admin import (
+    handle_create_partitions,
+    handle_delete_records,
+    handle_elect_leaders,
+)
 from epochlog.broker.handlers.pin_controller import handle_pin_controller
 from epochlog.broker.handlers.produce import handle_produce
+from epochlog.broker.handlers.producers import handle_describe_producers
+from epochlog.broker.handlers.reassignments import (
+    handle_alter_partition_reassignments,
+    handle_list_partition_reassignments,
+)
+from epochlog.broker.handlers.topic_partitions import handle_describe_topic_partitions
 from epochlog.protocol.api import APIS, ApiKey
 
 HANDLERS: dict[int, Handler] = {
@@ -66,9 +84,18 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
     ApiKey.PIN_CONTROLLER: handle_pin_controller,
     ApiKey.FIND_COORDINATOR: handle_find_coordinator,
+    ApiKey.CREATE_PARTITIONS: handle_create_partitions,
+    ApiKey.DELETE_RECORDS: handle_delete_records,
+    ApiKey.ELECT_LEADERS: handle_elect_leaders,
     ApiKey.DESCRIBE_CONFIGS: handle_describe_configs,
     ApiKey.ALTER_CONFIGS: handle_alter_configs,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
+    ApiKey.DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
+    ApiKey.ALTER_REPLICA_LOG_DIRS: handle_alter_replica_log_dirs,
+    ApiKey.DESCRIBE_PRODUCERS: handle_describe_producers,
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: handle_describe_topic_partitions,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: handle_alter_partition_reassignments,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: handle_describe_client_quotas,
     ApiKey.ALTER_CLIENT_QUOTAS: handle_alter_client_quotas,
     **{

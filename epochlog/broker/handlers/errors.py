@@ -300,6 +300,22 @@ def _describe_configs(version: int, body: Any, code: int, message: str | None) -
     return R(results=results)
 
 
+def _alter_replica_log_dirs(version: int, body: Any, code: int, message: str | None) -> Message:
+    R = m.AlterReplicaLogDirsResponse
+    results = [
+        R.AlterReplicaLogDirTopicResult(
+            topic_name=t.name,
+            partitions=[
+                R.AlterReplicaLogDirPartitionResult(partition_index=p, error_code=code)
+                for p in t.partitions
+            ],
+        )
+        for d in (body.dirs if body is not None else [])
+        for t in d.topics
+    ]
+    return R(results=results)
+
+
 def _alter_configs(cls: Any) -> Any:
     def build(version: int, body: Any, code: int, message: str | None) -> Message:
         responses = [
@@ -314,6 +330,94 @@ def _alter_configs(cls: Any) -> Any:
         return cls(responses=responses)
 
     return build
+
+
+def _describe_producers(version: int, body: Any, code: int, message: str | None) -> Message:
+    R = m.DescribeProducersResponse
+    return R(
+        topics=[
+            R.TopicResponse(
+                name=t.name,
+                partitions=[
+                    R.PartitionResponse(partition_index=p, error_code=code, error_message=message)
+                    for p in t.partition_indexes
+                ],
+            )
+            for t in (body.topics if body is not None else [])
+        ]
+    )
+
+
+def _describe_topic_partitions(version: int, body: Any, code: int, message: str | None) -> Message:
+    R = m.DescribeTopicPartitionsResponse
+    return R(
+        topics=[
+            R.DescribeTopicPartitionsResponseTopic(error_code=code, name=t.name, partitions=[])
+            for t in (body.topics if body is not None else [])
+        ]
+    )
+
+
+def _create_partitions(version: int, body: Any, code: int, message: str | None) -> Message:
+    R = m.CreatePartitionsResponse
+    names = dict.fromkeys(t.name for t in body.topics) if body is not None else {}
+    return R(
+        results=[
+            R.CreatePartitionsTopicResult(name=n, error_code=code, error_message=message)
+            for n in names
+        ]
+    )
+
+
+def _delete_records(version: int, body: Any, code: int, message: str | None) -> Message:
+    R = m.DeleteRecordsResponse
+    topics = []
+    for t in body.topics if body is not None else []:
+        partitions = [
+            R.DeleteRecordsPartitionResult(
+                partition_index=p.partition_index, low_watermark=-1, error_code=code
+            )
+            for p in t.partitions
+        ]
+        topics.append(R.DeleteRecordsTopicResult(name=t.name, partitions=partitions))
+    return R(topics=topics)
+
+
+def _elect_leaders(version: int, body: Any, code: int, message: str | None) -> Message:
+    R = m.ElectLeadersResponse
+    results = []
+    for t in (body.topic_partitions or []) if body is not None else []:
+        partitions = [
+            R.PartitionResult(partition_id=p, error_code=code, error_message=message)
+            for p in t.partitions
+        ]
+        results.append(R.ReplicaElectionResult(topic=t.topic, partition_result=partitions))
+    return R(error_code=code if version >= 1 else 0, replica_election_results=results)
+
+
+def _alter_partition_reassignments(
+    version: int, body: Any, code: int, message: str | None
+) -> Message:
+    R = m.AlterPartitionReassignmentsResponse
+    topics = [
+        R.ReassignableTopicResponse(
+            name=t.name,
+            partitions=[
+                R.ReassignablePartitionResponse(
+                    partition_index=p.partition_index, error_code=code, error_message=message
+                )
+                for p in t.partitions
+            ],
+        )
+        for t in (body.topics if body is not None else [])
+    ]
+    return R(error_code=code, error_message=message, responses=topics)
+
+
+def _list_partition_reassignments(
+    version: int, body: Any, code: int, message: str | None
+) -> Message:
+    return m.ListPartitionReassignmentsResponse(error_code=code, error_message=message)
 
 
 def _describe_client_quotas(version: int, body: Any, code: int, message: str | None) -> Message:
@@ -367,6 +471,15 @@ _BUILDERS: dict[ApiKey, Any] = {
     ApiKey.DESCRIBE_CONFIGS: _describe_configs,
     ApiKey.ALTER_CONFIGS: _alter_configs(m.AlterConfigsResponse),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: _alter_configs(m.IncrementalAlterConfigsResponse),
+    ApiKey.ALTER_REPLICA_LOG_DIRS: _alter_replica_log_dirs,
+    ApiKey.DESCRIBE_LOG_DIRS: _top_level(m.DescribeLogDirsResponse),
+    ApiKey.DESCRIBE_PRODUCERS: _describe_producers,
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: _describe_topic_partitions,
+    ApiKey.CREATE_PARTITIONS: _create_partitions,
+    ApiKey.DELETE_RECORDS: _delete_records,
+    ApiKey.ELECT_LEADERS: _elect_leaders,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: _alter_partition_reassignments,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: _list_partition_reassignments,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: _describe_client_quotas,
     ApiKey.ALTER_CLIENT_QUOTAS: _alter_client_quotas,
 }

@@ -14,6 +14,7 @@ none answers COORDINATOR_NOT_AVAILABLE.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -49,6 +50,31 @@ async def handle_group_request(
         request.body,
         request.header.client_id or "",
         "/" + host,
+    )
+
+
+def begin_offset_commit(
+    services: BrokerServices, request: Request, connection: ConnectionInfo
+) -> asyncio.Future[Any]:
+    """OffsetCommit, begun now: the commit is queued behind the connection's earlier ones
+    before this returns, so the server can take the next request while it replicates (a
+    client pipelining async commits, as librdkafka does, then shares replication rounds)."""
+    coordinator = services.group_coordinator
+    if coordinator is None:
+        answered: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        answered.set_result(
+            error_response(
+                request.api_key,
+                request.api_version,
+                request.body,
+                ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                "this broker runs no group coordinator",
+            )
+        )
+        return answered
+    host = connection.peer.rsplit(":", 1)[0]
+    return coordinator.start_offset_commit(
+        request.api_version, request.body, request.header.client_id or "", "/" + host
     )
 
 

@@ -101,6 +101,7 @@ MAX_COALESCED_BYTES = 512 * 1024
 
 @dataclass
 class _Partition:
+    partition: int
     shard: GroupCoordinatorShard
     loaded: bool = False
     timers: dict[TimerKey, asyncio.TimerHandle] = field(default_factory=dict)
@@ -140,7 +141,7 @@ class GroupCoordinatorRuntime:
         """This broker now leads the offsets partition: load its groups."""
         if partition in self._owned:
             return
-        owned = self._owned[partition] = _Partition(GroupCoordinatorShard(self.config))
+        owned = self._owned[partition] = _Partition(partition, GroupCoordinatorShard(self.config))
         owned.load_task = asyncio.get_running_loop().create_task(
             self._load(partition, owned), name=f"load __consumer_offsets-{partition}"
         )
@@ -221,10 +222,36 @@ class GroupCoordinatorRuntime:
     ) -> T:
         """Run `operation(shard, now)` for the group's shard; its result is returned once its
         effects' records are committed."""
-        partition, owned = self._shard_of(group_id)
+        return await self.start_call(group_id, operation)
+
+    def start_call(
+        self, group_id: str, operation: Callable[[GroupCoordinatorShard, int], tuple[T, Effects]]
+    ) -> asyncio.Future[T]:
+        """`call`, begun now: the operation runs and its records are queued for appending
+        before this returns, so calls started one after the other commit in that order (a
+        connection's pipelined OffsetCommits). The future fails with CoordinatorError as
+        `call` raises it."""
+        loop = asyncio.get_running_loop()
+        try:
+            partition, owned = self._shard_of(group_id)
+        except CoordinatorError as exc:
+            failed: asyncio.Future[T] = loop.create_future()
+            failed.set_exception(exc)
+            return failed
         result, effects = operation(owned.shard, self.clock_ms())
-        await self._apply_and_wait(partition, owned, effects)
-        return result
+        self._set_timers(partition, owned, effects)
+        if not effects.records:
+            self._deliver(effects.replies)
+            done: asyncio.Future[T] = loop.create_future()
+            done.set_result(result)
+            return done
+        appended = self._enqueue(owned, [self.codec.encode(r) for r in effects.records])
+
+        async def committed() -> T:
+            await self._commit(partition, owned, effects, raise_on_failure=True, appended=appended)
+            return result
+
+        return loop.create_task(committed())
 
     def read(self, group_id: str, operation: Callable[[GroupCoordinatorShard], T]) -> T:
         """A read that changes nothing (OffsetFetch, DescribeGroups)."""
@@ -262,29 +289,26 @@ class GroupCoordinatorRuntime:
         else:
             self._deliver(effects.replies)
 
-    async def _apply_and_wait(self, partition: int, owned: _Partition, effects: Effects) -> None:
-        self._set_timers(partition, owned, effects)
-        if effects.records:
-            await self._commit(partition, owned, effects, raise_on_failure=True)
-        else:
-            self._deliver(effects.replies)
-
     async def _commit(
         self,
         partition: int,
         owned: _Partition,
         effects: Effects,
         raise_on_failure: bool = False,
+        appended: asyncio.Future[None] | None = None,
     ) -> None:
-        encoded = [self.codec.encode(record) for record in effects.records]
+        """Append the effects' records (or wait for `appended`, their append already queued),
+        then reply and replay; a failed append fails the replies instead."""
+        if appended is None:
+            appended = self._enqueue(owned, [self.codec.encode(r) for r in effects.records])
         try:
-            await self._append(partition, owned, encoded)
+            await appended
         except Exception as exc:
             error = exc.error if isinstance(exc, CoordinatorError) else ErrorCode.NOT_COORDINATOR
             log.warning(
                 "__consumer_offsets-%d: appending %d records failed (%s)",
                 partition,
-                len(encoded),
+                len(effects.records),
                 exc,
             )
             owned.shard.append_failed(effects.records)
@@ -297,18 +321,18 @@ class GroupCoordinatorRuntime:
             for record in effects.records:
                 owned.shard.replay(record)
 
-    async def _append(
-        self, partition: int, owned: _Partition, records: list[EncodedRecord]
-    ) -> None:
-        """Append `records`, together with those of every call that arrives while an append is
-        in flight (a group commit, as Kafka's coordinator runtime does): one batch and one
-        replication round for many commits. Calls' records keep their order."""
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    def _enqueue(self, owned: _Partition, records: list[EncodedRecord]) -> asyncio.Future[None]:
+        """Queue `records` for appending, together with those of every call that arrives while
+        an append is in flight (a group commit, as Kafka's coordinator runtime does): one batch
+        and one replication round for many commits. Calls' records keep their order."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        future.add_done_callback(_retrieve)  # a failed call may have nobody awaiting it
         owned.queued.append((records, future))
         if not owned.appending:
             owned.appending = True
-            asyncio.get_running_loop().create_task(self._drain(partition, owned))
-        await future
+            loop.create_task(self._drain(owned.partition, owned))
+        return future
 
     async def _drain(self, partition: int, owned: _Partition) -> None:
         try:
@@ -355,6 +379,11 @@ class GroupCoordinatorRuntime:
         if self._owned.get(partition) is not owned:
             return
         self._apply(partition, owned, owned.shard.on_timer(key, self.clock_ms()))
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def _failed(reply: Any, error: ErrorCode) -> Any:

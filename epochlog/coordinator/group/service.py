@@ -12,6 +12,7 @@ broker gets NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS in the place that ve
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -172,6 +173,13 @@ class GroupService:
     # ------------------------------------------------------------------ offsets
 
     async def offset_commit(self, body: Any, version: int, client_id: str, host: str) -> Any:
+        return await self.start_offset_commit(body, version, client_id, host)
+
+    def start_offset_commit(
+        self, body: Any, version: int, client_id: str, host: str
+    ) -> asyncio.Future[Any]:
+        """OffsetCommit, begun now (see `GroupCoordinatorRuntime.start_call`): the future gets
+        the response body once the commit is replicated."""
         request = OffsetCommit(
             group_id=body.group_id,
             generation=body.generation_id_or_member_epoch if version >= 1 else -1,
@@ -190,10 +198,16 @@ class GroupService:
             ],
             retention_ms=body.retention_time_ms if 2 <= version <= 4 else -1,
         )
+        committing = self.runtime.start_call(
+            body.group_id, lambda shard, now: shard.commit_offsets(request, now)
+        )
+        return asyncio.ensure_future(self._offset_commit_response(body, request, committing))
+
+    async def _offset_commit_response(
+        self, body: Any, request: OffsetCommit, committing: asyncio.Future[Any]
+    ) -> Any:
         try:
-            results = await self.runtime.call(
-                body.group_id, lambda shard, now: shard.commit_offsets(request, now)
-            )
+            results = await committing
             errors = {(r.topic, r.partition): r.error for r in results}
         except CoordinatorError as exc:
             errors = {(o.topic, o.partition): exc.error for o in request.offsets}

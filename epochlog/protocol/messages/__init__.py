@@ -12,16 +12,23 @@ from __future__ import annotations
 from epochlog.protocol.codec import message_class
 from epochlog.protocol.messages import (
     alter_partition,
+    alter_replica_log_dirs,
     api_versions,
     client_quotas,
     configs,
     consumer_protocol,
     controlled_shutdown,
+    create_partitions,
     create_topics,
     delete_groups,
+    delete_records,
     delete_topics,
     describe_cluster,
     describe_groups,
+    describe_log_dirs,
+    describe_producers,
+    describe_topic_partitions,
+    elect_leaders,
     fetch,
     find_coordinator,
     group_records,
@@ -37,6 +44,7 @@ from epochlog.protocol.messages import (
     offset_delete,
     offset_fetch,
     offset_for_leader_epoch,
+    partition_reassignments,
     pin_controller,
     produce,
     stop_replica,
@@ -101,6 +109,13 @@ DeleteGroupsResponse = message_class(delete_groups.RESPONSE)
 OffsetDeleteRequest = message_class(offset_delete.REQUEST)
 OffsetDeleteResponse = message_class(offset_delete.RESPONSE)
 
+# Partition admin (issue 16): CreatePartitions, DeleteRecords, ElectLeaders.
+CreatePartitionsRequest = message_class(create_partitions.REQUEST)
+CreatePartitionsResponse = message_class(create_partitions.RESPONSE)
+DeleteRecordsRequest = message_class(delete_records.REQUEST)
+DeleteRecordsResponse = message_class(delete_records.RESPONSE)
+ElectLeadersRequest = message_class(elect_leaders.REQUEST)
+ElectLeadersResponse = message_class(elect_leaders.RESPONSE)
 # Dynamic configs (issue 16).
 DescribeConfigsRequest = message_class(configs.DESCRIBE_REQUEST)
 DescribeConfigsResponse = message_class(configs.DESCRIBE_RESPONSE)
@@ -108,6 +123,21 @@ AlterConfigsRequest = message_class(configs.ALTER_REQUEST)
 AlterConfigsResponse = message_class(configs.ALTER_RESPONSE)
 IncrementalAlterConfigsRequest = message_class(configs.INCREMENTAL_ALTER_REQUEST)
 IncrementalAlterConfigsResponse = message_class(configs.INCREMENTAL_ALTER_RESPONSE)
+# Log dirs, producers and paginated topic descriptions (issue 16), for admin tools.
+AlterReplicaLogDirsRequest = message_class(alter_replica_log_dirs.REQUEST)
+AlterReplicaLogDirsResponse = message_class(alter_replica_log_dirs.RESPONSE)
+DescribeLogDirsRequest = message_class(describe_log_dirs.REQUEST)
+DescribeLogDirsResponse = message_class(describe_log_dirs.RESPONSE)
+DescribeProducersRequest = message_class(describe_producers.REQUEST)
+DescribeProducersResponse = message_class(describe_producers.RESPONSE)
+DescribeTopicPartitionsRequest = message_class(describe_topic_partitions.REQUEST)
+DescribeTopicPartitionsResponse = message_class(describe_topic_partitions.RESPONSE)
+
+# Partition reassignments (KIP-455), answered by the controller.
+AlterPartitionReassignmentsRequest = message_class(partition_reassignments.ALTER_REQUEST)
+AlterPartitionReassignmentsResponse = message_class(partition_reassignments.ALTER_RESPONSE)
+ListPartitionReassignmentsRequest = message_class(partition_reassignments.LIST_REQUEST)
+ListPartitionReassignmentsResponse = message_class(partition_reassignments.LIST_RESPONSE)
 
 # Client quotas (issue 16).
 DescribeClientQuotasRequest = message_class(client_quotas.DESCRIBE_REQUEST)
