@@ -152,6 +152,7 @@ class ClientQuotaManager:
         self.window_ms = window_size_seconds * 1000
         self.overrides: dict[QuotaEntity, float] = {}
         self.rates: dict[MetricTags, SampledRate] = {}
+        self._next_expiry_ms = 0
 
     @property
     def enabled(self) -> bool:
@@ -214,6 +215,9 @@ class ClientQuotaManager:
         """Record `value` for the client; the throttle time in ms (0: within its quota)."""
         if not self.enabled:
             return 0
+        if now_ms >= self._next_expiry_ms:  # a look at idle rates once a minute at most
+            self.expire_idle(now_ms)
+            self._next_expiry_ms = now_ms + 60_000
         tags = self.metric_tags(user, client_id)
         rate = self._rate(tags)
         rate.record(value, now_ms)

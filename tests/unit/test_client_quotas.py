@@ -165,6 +165,16 @@ def test_no_quota_records_nothing() -> None:
     assert manager.max_value_in_window(U, C) is None
 
 
+def test_rates_idle_for_an_hour_are_forgotten() -> None:
+    manager = ClientQuotaManager(QuotaType.PRODUCE)
+    manager.update(client_entity(None), 100.0)
+    manager.record(U, "gone", 10, 0)
+    manager.record(U, "active", 10, 3_000_000)
+    assert set(manager.rates) == {("", "gone"), ("", "active")}
+    manager.record(U, "active", 10, 3_600_000)  # the next look, a minute or more later
+    assert set(manager.rates) == {("", "active")}
+
+
 def test_max_fetch_bytes_is_the_quota_window() -> None:
     manager = ClientQuotaManager(QuotaType.FETCH)
     manager.update(client_entity(C), 51200.0)
