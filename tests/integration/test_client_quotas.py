@@ -12,6 +12,7 @@ only through the change notification.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -460,3 +461,61 @@ def test_cli_alters_and_describes_quotas_with_kafka_configs_vocabulary(
     errors = " ".join(capsys.readouterr().err.split())  # rich wraps long lines
     assert "producer_byte_rate=fast is not a number" in errors
     assert "Invalid configuration key producer_bytes_rate" in errors
+
+
+def test_aiokafka_and_epochlog_producers_over_their_quota_are_held_to_it(
+    cluster: LocalCluster, admin: Admin
+) -> None:
+    """Neither reads throttle_time_ms into anything a test can see; the broker's muting of
+    the connection after each throttled answer holds them to the quota all the same, and
+    every record is still acknowledged."""
+    from aiokafka import AIOKafkaProducer
+
+    from epochlog.client import Producer
+
+    make_topic(cluster, admin, "quota-other-clients")
+    quotas = {
+        (("client-id", name),): {"producer_byte_rate": QUOTA}
+        for name in ("aio-writer", "epochlog-writer")
+    }
+    for name in ("aio-writer", "epochlog-writer"):
+        one = {(("client-id", name),): quotas[(("client-id", name),)]}
+        applied_everywhere(
+            cluster, f"clients/{name}", lambda one=one: admin.alter_client_quotas(one)
+        )
+
+    async def aiokafka_rate() -> float:
+        producer = AIOKafkaProducer(
+            bootstrap_servers=cluster.bootstrap_servers,
+            client_id="aio-writer",
+            acks=1,
+            max_batch_size=10_000,
+            linger_ms=1,
+        )
+        await producer.start()
+        try:
+            start = time.monotonic()
+            sent = [await producer.send("quota-other-clients", RECORD) for _ in range(400)]
+            await asyncio.gather(*sent)
+            return 400 * len(RECORD) / (time.monotonic() - start)
+        finally:
+            await producer.stop()
+
+    rate = asyncio.run(aiokafka_rate())
+    assert rate < 2 * QUOTA, f"aiokafka: {rate / 1024:.0f} KB/s under {QUOTA // 1024} KB/s"
+
+    config = {
+        "bootstrap.servers": cluster.bootstrap_servers,
+        "client.id": "epochlog-writer",
+        "acks": 1,
+        "batch.size": 10_000,
+        "linger.ms": 1,
+    }
+    with Producer(config) as producer:
+        start = time.monotonic()
+        futures = [producer.send("quota-other-clients", RECORD) for _ in range(400)]
+        for future in futures:
+            future.result(120)
+        rate = 400 * len(RECORD) / (time.monotonic() - start)
+    assert rate < 2 * QUOTA, f"epochlog: {rate / 1024:.0f} KB/s under {QUOTA // 1024} KB/s"
+    admin.alter_client_quotas({entity: {"producer_byte_rate": None} for entity in quotas})
