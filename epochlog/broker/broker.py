@@ -65,6 +65,9 @@ def log_config_from(config: BrokerConfig) -> LogConfig:
         retention_bytes=config["log.retention.bytes"],
         max_message_bytes=config["message.max.bytes"],
         flush_interval_messages=config["log.flush.interval.messages"],
+        flush_ms=_first_set(
+            config["log.flush.interval.ms"], config["log.flush.scheduler.interval.ms"]
+        ),
         message_timestamp_type=config["log.message.timestamp.type"],
         decompressed_max_multiple=config["epochlog.message.max.decompressed.multiple"],
         cleanup_policy=",".join(sorted(set(config["log.cleanup.policy"]))),
@@ -73,6 +76,10 @@ def log_config_from(config: BrokerConfig) -> LogConfig:
         max_compaction_lag_ms=config["log.cleaner.max.compaction.lag.ms"],
         delete_retention_ms=config["log.cleaner.delete.retention.ms"],
     )
+
+
+def _first_set(*values: int | None) -> int:
+    return next(v for v in values if v is not None)
 
 
 def cleaner_config_from(config: BrokerConfig) -> CleanerConfig:

@@ -86,7 +86,7 @@ from epochlog.broker.partition import (
 )
 from epochlog.broker.producer_state import ProducerStateManager
 from epochlog.broker.replica_mover import ReplicaMover
-from epochlog.config.broker import BrokerConfig
+from epochlog.config.broker import INT64_MAX, BrokerConfig
 from epochlog.config.topic import (
     log_config_for,
     validate_topic_configs,
@@ -794,6 +794,11 @@ class ReplicaManager:
             self.config["log.flush.start.offset.checkpoint.interval.ms"],
             self.log_manager.checkpoint_log_start_offsets,
         )
+        flush_check_ms = self.config["log.flush.scheduler.interval.ms"]
+        if flush_check_ms < INT64_MAX:  # Kafka's default: no log flusher, replication is enough
+            self._start_task(
+                "log-flusher", flush_check_ms, lambda: self.log_manager.flush_dirty_logs(now_ms())
+            )
         self._start_task(
             "log-dir-probe",
             self.config["epochlog.log.dir.probe.interval.ms"],

@@ -86,7 +86,12 @@ DEFINITIONS: dict[str, Definition] = {
     "log.index.interval.bytes": Definition("int", 4096, "", _at_least(0)),
     "log.index.size.max.bytes": Definition("int", 10485760, "", _at_least(4)),
     "log.flush.interval.messages": Definition("long", INT64_MAX, "", _at_least(1)),
-    "log.flush.interval.ms": Definition("long", None),
+    "log.flush.interval.ms": Definition(
+        "long", None, "default flush.ms (unset: log.flush.scheduler.interval.ms)", _at_least(0)
+    ),
+    "log.flush.scheduler.interval.ms": Definition(
+        "long", INT64_MAX, "how often logs are checked against flush.ms", _at_least(1)
+    ),
     "log.flush.offset.checkpoint.interval.ms": Definition(
         "int", 60000, "recovery-point checkpoint interval", _at_least(1)
     ),

@@ -146,6 +146,12 @@ TOPIC_KEYS: dict[str, TopicKey] = {
     "flush.messages": _key(
         ConfigType.LONG, "Force an fsync after this many records.", "log.flush.interval.messages"
     ),
+    "flush.ms": _key(
+        ConfigType.LONG,
+        "Force an fsync of a log whose unflushed data is this old.",
+        "log.flush.interval.ms",
+        "log.flush.scheduler.interval.ms",
+    ),
     "message.timestamp.type": _key(
         ConfigType.STRING,
         "CreateTime or LogAppendTime: which timestamp records carry.",

@@ -53,6 +53,9 @@ class LogConfig:
     # flush.messages (broker: log.flush.interval.messages): fsync after this many unflushed
     # records. Kafka's default never forces a flush; replication is the durability.
     flush_interval_messages: int = INT64_MAX
+    # flush.ms (broker: log.flush.interval.ms, else log.flush.scheduler.interval.ms): fsync a
+    # log whose unflushed data is this old, checked every log.flush.scheduler.interval.ms.
+    flush_ms: int = INT64_MAX
     # message.timestamp.type (broker: log.message.timestamp.type): CreateTime or LogAppendTime.
     message_timestamp_type: str = CREATE_TIME
     # No topic key (broker: epochlog.message.max.decompressed.multiple): a batch's records may
@@ -84,6 +87,7 @@ class LogConfig:
         _require(self.retention_bytes >= -1, "retention.bytes")
         _require(self.max_message_bytes >= 0, "max.message.bytes")
         _require(self.flush_interval_messages >= 1, "flush.messages")
+        _require(self.flush_ms >= 0, "flush.ms")
         _require(self.decompressed_max_multiple >= 1, "epochlog.message.max.decompressed.multiple")
         _require(0.0 <= self.min_cleanable_dirty_ratio <= 1.0, "min.cleanable.dirty.ratio")
         _require(self.min_compaction_lag_ms >= 0, "min.compaction.lag.ms")
@@ -162,6 +166,7 @@ TOPIC_CONFIG_FIELDS: dict[str, str] = {
     "retention.bytes": "retention_bytes",
     "max.message.bytes": "max_message_bytes",
     "flush.messages": "flush_interval_messages",
+    "flush.ms": "flush_ms",
     "message.timestamp.type": "message_timestamp_type",
     "cleanup.policy": "cleanup_policy",
     "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",

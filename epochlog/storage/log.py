@@ -121,6 +121,7 @@ class PartitionLog:
         self._bases = [segment.base_offset for segment in segments]
         self.log_start_offset = log_start_offset
         self.recovery_point = self.log_end_offset
+        self.last_flush_ms = _now_ms()  # for flush.ms
         self.leader_epoch_cache = epoch_cache
         self.epoch_checkpoint = epoch_checkpoint
         self._metadata_file = PartitionMetadataFile(directory / PARTITION_METADATA)
@@ -771,6 +772,16 @@ class PartitionLog:
         for segment in self._segments:
             segment.flush()
         self.recovery_point = self.log_end_offset
+        self.last_flush_ms = _now_ms()
+
+    def flush_if_due(self, now_ms: int) -> bool:
+        """flush.ms: flush if there is unflushed data and the last flush is that old."""
+        if self.recovery_point >= self.log_end_offset:
+            return False
+        if now_ms - self.last_flush_ms < self.config.flush_ms:
+            return False
+        self.flush()
+        return True
 
     def close(self, flush: bool = True) -> None:
         """Flush (unless the log is about to be deleted) and close every segment."""

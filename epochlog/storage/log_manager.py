@@ -537,6 +537,17 @@ class LogManager:
         except OSError as exc:
             self.handle_io_error(path.parent, exc)
 
+    def flush_dirty_logs(self, now_ms: int) -> int:
+        """Kafka's log flusher: fsync the logs whose flush.ms has passed; how many. An I/O
+        error takes that log's dir offline."""
+        flushed = 0
+        for key, log in list(self._logs.items()):
+            try:
+                flushed += log.flush_if_due(now_ms)
+            except OSError as exc:
+                self.handle_io_error(self._log_dir_of.get(key), exc)
+        return flushed
+
     def checkpoint_recovery_points(self) -> None:
         for log_dir, keys in self._per_dir(self._logs).items():
             self._write_checkpoint(

@@ -197,3 +197,11 @@ def test_change_notification_is_kafkas_version_2_and_reads_version_1() -> None:
     assert decode_config_change(data, "/config/changes/x") == ("brokers", "<default>")
     v1 = b'{"version":1,"entity_type":"topics","entity_name":"t"}'
     assert decode_config_change(v1, "/config/changes/x") == ("topics", "t")
+
+
+def test_flush_ms_follows_log_flush_interval_ms_else_the_flusher_interval() -> None:
+    def flush_ms(**own: str) -> str | None:
+        return by_name(describe_topic({}, layers(own=own), keys=["flush.ms"]))["flush.ms"].value
+
+    assert flush_ms() == str(2**63 - 1)  # Kafka's default: no time-based flush
+    assert flush_ms(**{"log.flush.interval.ms": "500"}) == "500"

@@ -414,6 +414,17 @@ def test_flush_interval_messages_forces_a_flush(tmp_path):
 # -------------------------------------------------------------------------- retention
 
 
+def test_flush_ms_flushes_a_log_whose_unflushed_data_is_that_old(tmp_path):
+    log = PartitionLog.open(tmp_path / "t-0", LogConfig(flush_ms=1000))
+    fill(log, 2)
+    assert log.recovery_point == 0
+    assert not log.flush_if_due(log.last_flush_ms + 999)
+    assert log.flush_if_due(log.last_flush_ms + 1000)
+    assert log.recovery_point == log.log_end_offset == 6
+    assert not log.flush_if_due(log.last_flush_ms + 10_000)  # nothing unflushed
+    log.close()
+
+
 def retention_log(tmp_path: Path, **config) -> PartitionLog:
     log = PartitionLog.open(tmp_path / "t-0", LogConfig(segment_bytes=1500, **config))
     for i in range(40):
