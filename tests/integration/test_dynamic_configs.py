@@ -363,6 +363,42 @@ def test_cli_alters_and_describes_with_kafka_configs_vocabulary(
     assert epochlog_main(["configs", "alter", *base, *bad, *bootstrap]) == 2
 
 
+def test_kafka_python_describes_and_changes_a_brokers_log_levels(cluster: LocalCluster) -> None:
+    from kafka import KafkaAdminClient
+    from kafka.admin import ConfigResource as KpResource
+    from kafka.admin import ConfigResourceType
+
+    logger = "epochlog.broker.server"
+    client = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+    try:
+
+        def levels() -> dict[str, str]:
+            resource = KpResource(ConfigResourceType.BROKER_LOGGER, "2")
+            described = client.describe_configs([resource], config_filter="all")
+            return {k: v["value"] for k, v in described["broker_logger"]["2"].items()}
+
+        before = levels()
+        assert before["root"] == "INFO" and before[logger] == "INFO"
+        client.alter_configs([KpResource(ConfigResourceType.BROKER_LOGGER, "2", {logger: "DEBUG"})])
+        assert levels()[logger] == "DEBUG"
+        # Broker 2's log shows what only DEBUG logs: each request it serves.
+        until(
+            "DEBUG lines from broker 2's server",
+            lambda: bool(levels()) and " DEBUG " in cluster.output_tail(2, 50),
+        )
+        client.alter_configs(
+            [KpResource(ConfigResourceType.BROKER_LOGGER, "2", {logger: ("DELETE", None)})]
+        )
+        assert levels()[logger] == "INFO"
+        refused = client.alter_configs(
+            [KpResource(ConfigResourceType.BROKER_LOGGER, "2", {"no.such.logger": "DEBUG"})],
+            raise_on_unknown=False,
+        )
+        assert "does not exist" in str(refused)
+    finally:
+        client.close()
+
+
 def set_topic_config(admin: AdminClient, topic: str, key: str, value: str) -> None:
     resource = ConfigResource(
         ConfigResource.Type.TOPIC,

@@ -7,7 +7,9 @@ configs through the broker's `DynamicConfigStore`, calls them, and writes the re
 receiving broker writes ZooKeeper itself (Kafka's AdminZkClient), and the change notification
 it leaves makes every broker apply it. Broker resources name this broker's id or "" (the
 cluster default); another id is INVALID_REQUEST, as in Kafka (clients send a broker's resource
-to that broker). BROKER_LOGGER and other resource types are INVALID_REQUEST.
+to that broker). BROKER_LOGGER resources (this broker's loggers, `config.loggers`) are described
+and changed by IncrementalAlterConfigs in this process only; other resource types are
+INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -27,6 +29,13 @@ from epochlog.config.dynamic import (
     describe_broker,
     describe_topic,
     topic_alter,
+)
+from epochlog.config.loggers import (
+    apply_logger_plan,
+    check_logger_resource,
+    current_levels,
+    describe_loggers,
+    plan_logger_changes,
 )
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import Request
@@ -61,6 +70,9 @@ async def handle_describe_configs(
 async def _describe(
     services: BrokerServices, resource: Any, body: Any, version: int
 ) -> list[ConfigEntry]:
+    if resource.resource_type == ResourceType.BROKER_LOGGER:
+        check_logger_resource(resource.resource_name, services.broker_id)
+        return describe_loggers(current_levels(), resource.configuration_keys)
     store = services.config_store
     if store is None:
         raise ConfigRequestError(ErrorCode.UNKNOWN_SERVER_ERROR, NO_STORE)
@@ -172,6 +184,18 @@ async def _alter_one(
     incremental: bool,
     validate_only: bool,
 ) -> None:
+    if resource.resource_type == ResourceType.BROKER_LOGGER:
+        if not incremental:
+            raise ConfigRequestError(
+                ErrorCode.INVALID_REQUEST,
+                "AlterConfigs is deprecated and does not support the resource type BROKER_LOGGER",
+            )
+        check_logger_resource(resource.resource_name, services.broker_id)
+        plan = plan_logger_changes(changes, current_levels())
+        if not validate_only:
+            log.info("changing log levels: %s", plan)
+            apply_logger_plan(plan)
+        return
     store = services.config_store
     if store is None:
         raise ConfigRequestError(ErrorCode.UNKNOWN_SERVER_ERROR, NO_STORE)
