@@ -10,6 +10,8 @@ vocabulary.
     epochlog configs alter --entity-type users --entity-name alice \
         --entity-type clients --entity-default --delete-config producer_byte_rate
     epochlog configs describe --entity-type clients [--entity-name app | --entity-default]
+    epochlog configs alter --entity-type broker-loggers --entity-name 1 \
+        --add-config epochlog.broker.server=DEBUG --delete-config kazoo
 
 `describe` shows the keys set dynamically (kafka-configs' default), or every key with `--all`.
 `alter` sends one IncrementalAlterConfigs: SET for each --add-config, DELETE for each
@@ -17,7 +19,8 @@ vocabulary.
 For `users` and `clients` (one, or users then clients for a user's client id) the quotas are
 described and altered with DescribeClientQuotas / AlterClientQuotas; the n-th --entity-name or
 --entity-default names the n-th --entity-type, and a quota describe without names lists every
-entity of those types.
+entity of those types. `broker-loggers` are a broker's log levels (KIP-412), changed on that
+broker only until it restarts.
 """
 
 from __future__ import annotations
@@ -28,8 +31,14 @@ from collections.abc import Callable
 from rich.console import Console
 from rich.table import Table
 
-DYNAMIC_SOURCES = {"DYNAMIC_TOPIC_CONFIG", "DYNAMIC_BROKER_CONFIG", "DYNAMIC_DEFAULT_BROKER_CONFIG"}
-ENTITY_TYPES = ("topics", "brokers", "users", "clients")
+DYNAMIC_SOURCES = {
+    "DYNAMIC_TOPIC_CONFIG",
+    "DYNAMIC_BROKER_CONFIG",
+    "DYNAMIC_DEFAULT_BROKER_CONFIG",
+    "DYNAMIC_BROKER_LOGGER_CONFIG",
+}
+ENTITY_TYPES = ("topics", "brokers", "broker-loggers", "users", "clients")
+KINDS = {"topics": "TOPIC", "brokers": "BROKER", "broker-loggers": "BROKER_LOGGER"}
 QUOTA_ENTITY_TYPES = {"users": "user", "clients": "client-id"}  # kafka-configs -> the API's
 
 
@@ -192,8 +201,8 @@ def run_configs(args: argparse.Namespace, console: Console) -> int:
     from epochlog.client import Admin, KafkaError
     from epochlog.client.admin_configs import AlterOp, ConfigOp, ConfigResource, ResourceType
 
-    kind = ResourceType.TOPIC if args.entity_type == "topics" else ResourceType.BROKER
-    if kind is ResourceType.TOPIC and args.entity_default:
+    kind = ResourceType[KINDS[args.entity_type]]
+    if kind is not ResourceType.BROKER and args.entity_default:
         raise CommandError("--entity-default applies to brokers only")
     resource = ConfigResource(kind, "" if args.entity_default else args.entity_name)
     with Admin({"bootstrap.servers": _bootstrap(args)}) as admin:

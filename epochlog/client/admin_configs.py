@@ -82,7 +82,7 @@ class ConfigAdminOperations:
 
     async def _send_for(self, resource: ConfigResource, request: Any, api_key: int) -> Any:
         await self.start()
-        if resource.type == ResourceType.BROKER and resource.name:
+        if resource.type in (ResourceType.BROKER, ResourceType.BROKER_LOGGER) and resource.name:
             return await self._net.send(int(resource.name), request, api_key=api_key)
         conn = await self._net.least_loaded_connection(self._timeout_ms(None))
         return await conn.send(request, api_key=api_key)

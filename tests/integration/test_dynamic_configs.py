@@ -399,6 +399,24 @@ def test_kafka_python_describes_and_changes_a_brokers_log_levels(cluster: LocalC
         client.close()
 
 
+def test_cli_sets_a_brokers_log_level_with_kafka_configs_vocabulary(
+    cluster: LocalCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from epochlog.cli.main import main as epochlog_main
+
+    base = ["--entity-type", "broker-loggers", "--entity-name", "3"]
+    bootstrap = ["--bootstrap-server", cluster.bootstrap_servers]
+    add = ["--add-config", "kazoo=ERROR"]
+    assert epochlog_main(["configs", "alter", *base, *add, *bootstrap]) == 0
+    capsys.readouterr()
+    assert epochlog_main(["configs", "describe", *base, *bootstrap]) == 0
+    shown = capsys.readouterr().out
+    assert any("kazoo" in line and "ERROR" in line for line in shown.splitlines()), shown
+    assert epochlog_main(["configs", "alter", *base, "--delete-config", "kazoo", *bootstrap]) == 0
+    bad = ["--add-config", "kazoo=LOUD"]
+    assert epochlog_main(["configs", "alter", *base, *bad, *bootstrap]) == 2
+
+
 def set_topic_config(admin: AdminClient, topic: str, key: str, value: str) -> None:
     resource = ConfigResource(
         ConfigResource.Type.TOPIC,
