@@ -90,6 +90,7 @@ def cleaner_config_from(config: BrokerConfig) -> CleanerConfig:
         dedupe_buffer_size=config["log.cleaner.dedupe.buffer.size"],
         io_buffer_size=config["log.cleaner.io.buffer.size"],
         backoff_ms=config["log.cleaner.backoff.ms"],
+        io_max_bytes_per_second=config["log.cleaner.io.max.bytes.per.second"],
         step_delay_ms=config["epochlog.test.cleaner.step.delay.ms"],
     )
 

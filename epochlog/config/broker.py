@@ -122,6 +122,12 @@ DEFINITIONS: dict[str, Definition] = {
     "log.cleaner.io.buffer.size": Definition(
         "int", 524288, "read and write buffer of a cleaner thread", _at_least(1024)
     ),
+    "log.cleaner.io.max.bytes.per.second": Definition(
+        "double",
+        1.7976931348623157e308,
+        "the log cleaner's read + write rate, all threads together",
+        lambda v: None if v > 0 else "must be positive",
+    ),
     "log.cleaner.backoff.ms": Definition(
         "long", 15000, "how long a cleaner sleeps when no log needs cleaning", _at_least(0)
     ),
@@ -233,7 +239,6 @@ ACCEPTED_WITHOUT_EFFECT = frozenset(
         "security.inter.broker.protocol",
         "inter.broker.protocol.version",
         "log.cleaner.io.buffer.load.factor",
-        "log.cleaner.io.max.bytes.per.second",
         "zookeeper.connection.timeout.ms",
         "broker.id.generation.enable",
     }

@@ -207,6 +207,7 @@ DYNAMIC_BROKER_KEYS = frozenset(
         "log.cleaner.dedupe.buffer.size",
         "log.cleaner.io.buffer.size",
         "log.cleaner.backoff.ms",
+        "log.cleaner.io.max.bytes.per.second",
         "producer.id.expiration.ms",
     }
 )

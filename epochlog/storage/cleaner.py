@@ -106,6 +106,7 @@ class CleanerConfig:
     dedupe_buffer_size: int = 128 * 1024 * 1024  # log.cleaner.dedupe.buffer.size (all threads)
     io_buffer_size: int = 512 * 1024  # log.cleaner.io.buffer.size
     backoff_ms: int = 15_000  # log.cleaner.backoff.ms
+    io_max_bytes_per_second: float = 1.7976931348623157e308  # log.cleaner.io.max.bytes.per.second
     step_delay_ms: int = 0  # epochlog.test.cleaner.step.delay.ms (tests only)
 
     @property
@@ -113,6 +114,39 @@ class CleanerConfig:
         """Keys one pass can hold: Kafka's sizing of the dedupe buffer, per thread."""
         per_thread = self.dedupe_buffer_size // max(self.threads, 1)
         return max(1, int(per_thread * MAP_LOAD_FACTOR) // BYTES_PER_MAP_ENTRY)
+
+
+class Throttler:
+    """Kafka's Throttler as the cleaner uses it: the bytes observed are checked at most every
+    `check_interval_s`; when their rate since the last check is above `rate` the caller is
+    told to sleep until it is not. Shared by the cleaner's threads (their sum is limited)."""
+
+    def __init__(
+        self,
+        rate: float,
+        check_interval_s: float = 0.3,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.rate = rate
+        self.check_interval_s = check_interval_s
+        self._clock = clock
+        self._period_start = clock()
+        self._observed = 0
+        self._lock = threading.Lock()
+
+    def observe(self, nbytes: int) -> float:
+        """Count `nbytes`; the seconds the caller should sleep now (0.0: none)."""
+        with self._lock:
+            self._observed += nbytes
+            now = self._clock()
+            elapsed = now - self._period_start
+            if elapsed <= self.check_interval_s:
+                return 0.0
+            delay = 0.0
+            if self._observed / elapsed > self.rate:
+                delay = max(0.0, self._observed / self.rate - elapsed)
+            self._period_start, self._observed = now + delay, 0
+            return delay
 
 
 @dataclass
@@ -214,6 +248,7 @@ class LogCleaner:
         self._uncleanable: dict[TopicPartition, str] = {}
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
+        self.throttler = Throttler(self.config.io_max_bytes_per_second)
         self.passes: list[PassStats] = []  # the latest passes, newest last (for tests and logs)
         # Told each step of a pass ("offset-map-built", "cleaned-written", "swap-committed",
         # then the steps of PartitionLog.replace_segments); tests raise there to stop a pass.
@@ -258,6 +293,7 @@ class LogCleaner:
         restart = (config.threads, config.enable) != (self.config.threads, self.config.enable)
         running = bool(self._threads)
         self.config = config
+        self.throttler.rate = config.io_max_bytes_per_second
         if restart and running:
             self.shutdown()
             self.start(None, self._high_watermark_of)
@@ -549,6 +585,7 @@ class LogCleaner:
                 if len(pending) >= self.config.io_buffer_size:
                     out.append(pending, headers)
                     stats.bytes_written += len(pending)
+                    self._throttle(len(pending))
                     pending = bytearray()
                     headers = []
         if headers:
@@ -561,7 +598,17 @@ class LogCleaner:
     def _batches(self, view: _SegmentView) -> Iterator[tuple[bytes, int, BatchHeader]]:
         """(chunk, position in chunk, header) of each batch of a sealed segment, reading
         `log.cleaner.io.buffer.size` at a time (a larger batch is read whole)."""
-        yield from read_batches(view.file, view.size, self.config.io_buffer_size, view.segment)
+        for chunk, rel, header in read_batches(
+            view.file, view.size, self.config.io_buffer_size, view.segment
+        ):
+            self._throttle(header.size)
+            yield chunk, rel, header
+
+    def _throttle(self, nbytes: int) -> None:
+        """log.cleaner.io.max.bytes.per.second: sleep while the cleaner's I/O is over it."""
+        delay = self.throttler.observe(nbytes)
+        if delay and self._stop.wait(delay) and self._threads:
+            raise _Stopped
 
 
 _last_yield = [0.0]

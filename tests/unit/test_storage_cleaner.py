@@ -13,7 +13,7 @@ import pytest
 from epochlog.protocol.compression import Compression
 from epochlog.protocol.records import RecordBatchBuilder, decode_batches, parse_batch_header
 from epochlog.storage import LogConfig, LogManager, PartitionLog
-from epochlog.storage.cleaner import CleanerConfig
+from epochlog.storage.cleaner import CleanerConfig, Throttler
 from epochlog.storage.layout import CLEANER_OFFSET_CHECKPOINT
 
 NOW = 1_700_000_000_000
@@ -372,4 +372,36 @@ def test_batches_emptied_by_the_cleaner_leave_offsets_increasing(tmp_path):
     headers = list(log.iter_headers())
     assert all(b.base_offset > a.last_offset for a, b in zip(headers, headers[1:], strict=False))
     assert [parse_batch_header(log.read(h.base_offset, 100).read_bytes()) for h in headers[:1]]
+    manager.shutdown()
+
+
+def test_the_throttler_holds_io_to_its_rate_as_kafkas_does():
+    seconds = [0.0]
+    throttler = Throttler(1000.0, check_interval_s=0.3, clock=lambda: seconds[0])
+    assert throttler.observe(5000) == 0.0  # no check before the interval has passed
+    seconds[0] = 0.5
+    delay = throttler.observe(0)  # 5,000 bytes in 0.5 s against 1,000/s: 4.5 s more
+    assert delay == pytest.approx(4.5)
+    seconds[0] = 0.5 + delay + 1.0
+    assert throttler.observe(500) == 0.0  # 500 bytes in the next second: within the rate
+
+
+def test_a_pass_reads_and_writes_through_the_throttler(tmp_path):
+    class Counting(Throttler):
+        def __init__(self) -> None:
+            super().__init__(1e300)
+            self.observed = 0
+
+        def observe(self, nbytes: int) -> float:
+            self.observed += nbytes
+            return 0.0
+
+    clock = Clock()
+    manager = started(tmp_path / "d", clock)
+    log = manager.get_or_create_log("t", 0)
+    fill(log, 400, 20)
+    counting = manager.cleaner.throttler = Counting()
+    assert manager.cleaner.clean_once()
+    stats = manager.cleaner.passes[-1]
+    assert counting.observed >= stats.bytes_read > 0  # the map's read, the copy's read and write
     manager.shutdown()
