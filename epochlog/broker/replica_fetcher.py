@@ -221,12 +221,7 @@ class ReplicaFetcher:
                     for s in self.partitions.values()
                     if s.phase is FetchPhase.FETCHING and s.is_ready(now)
                 ]
-                quota = self.rm.replication_quotas.follower
-                fetchable = [
-                    s
-                    for s in ready
-                    if not should_follower_throttle(quota, s.topic, s.partition, s.in_sync, now)
-                ]
+                fetchable = self.unthrottled(ready, now)
                 if not fetchable:
                     if ready:  # all held back by the follower's throttle: back off, as Kafka
                         await asyncio.sleep(self.backoff_ms / 1000)
@@ -245,6 +240,15 @@ class ReplicaFetcher:
                 log.exception("%s failed; backing off", self)
                 await self._close()
                 await asyncio.sleep(self.backoff_ms / 1000)
+
+    def unthrottled(self, ready: list[PartitionFetchState], now: int) -> list[PartitionFetchState]:
+        """The ready partitions the follower's replication throttle lets into the next Fetch."""
+        quota = self.rm.replication_quotas.follower
+        return [
+            s
+            for s in ready
+            if not should_follower_throttle(quota, s.topic, s.partition, s.in_sync, now)
+        ]
 
     async def _wait_for_work(self) -> None:
         """Until a partition is added or removed, or the earliest back-off ends."""

@@ -359,3 +359,31 @@ def test_leader_leaves_throttled_data_out_for_a_follower_outside_the_isr(tmp_pat
         state.leader_epoch = 1
     rm.apply_leader_and_isr(both, 6)
     assert follower_fetch(rm, [0])[0] > 0
+
+
+def test_the_fetcher_leaves_out_throttled_partitions_that_are_not_in_sync(tmp_path) -> None:
+    rm = make_rm(tmp_path, **{"follower.replication.throttled.rate": 100})
+    manager = ReplicaFetcherManager(
+        broker_id=1,
+        replica_manager=rm,
+        metadata_cache=rm.metadata_cache,
+        config=rm.config,
+        epoch_holder=rm.epoch_holder,
+    )
+    rm.on_become_follower = manager.add_partitions
+
+    async def scenario() -> list[tuple[str, int]]:
+        rm.apply_leader_and_isr(lai({0: [2, 1], 1: [2, 1], 2: [2, 1]}), 6)
+        rm.apply_topic_config("t", {FOLLOWER_KEY: "0:1,2:1"})
+        fetcher = manager.fetchers[(2, 0)]
+        states = fetcher.partitions
+        states[("t", 2)].lag = 0  # caught up: in sync, never held back
+        now = now_ms()
+        everything = fetcher.unthrottled(list(states.values()), now)
+        rm.replication_quotas.follower.record(10_000, now)  # over 100 B/s
+        held = fetcher.unthrottled(list(states.values()), now)
+        await manager.shutdown()
+        assert len(everything) == 3
+        return sorted(s.key for s in held)
+
+    assert asyncio.run(scenario()) == [("t", 1), ("t", 2)]
