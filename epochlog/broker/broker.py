@@ -188,12 +188,14 @@ class Broker:
     async def reconfigure(self, config: BrokerConfig) -> None:
         """Apply a dynamic broker config change at once (on the event loop): log defaults and
         min.insync.replicas for every partition without a topic override, the log cleaner's
-        settings (its workers restart off the loop when their number changes), and the config
-        the handlers read (message.max.bytes, unclean.leader.election.enable, ...)."""
+        settings (its workers restart off the loop when their number changes), the replica
+        fetchers' count and the replication throttle rates, and the config the handlers read
+        (message.max.bytes, unclean.leader.election.enable, ...)."""
         self.config = config
         self.services.config = config
         rebuilt = self.replica_manager.apply_broker_config(config, log_config_from(config))
         log.info("broker %d: dynamic config applied to %d partitions", self.broker_id, rebuilt)
+        self.fetcher_manager.resize(config["num.replica.fetchers"])
         await asyncio.to_thread(self.log_manager.cleaner.reconfigure, cleaner_config_from(config))
 
     def apply_topic_config(self, topic: str, overrides: dict[str, str]) -> None:

@@ -1,11 +1,17 @@
-"""The replica fetchers of a broker: one per source broker (Kafka's ReplicaFetcherManager with
-num.replica.fetchers = 1).
+"""The replica fetchers of a broker: `num.replica.fetchers` per source broker (Kafka's
+ReplicaFetcherManager / AbstractFetcherManager).
 
+A partition followed from leader L goes to fetcher (L, id), id = Kafka's getFetcherId:
+Utils.abs(31 * topic.hashCode + partition) % num.replica.fetchers (`protocol.java_hash`).
 The replica manager's hooks drive it. `add_partitions` (LeaderAndIsr made this broker a follower)
-moves each partition to the fetcher of its leader, starting at its log end offset with its latest
-leader epoch (a fresh fetch state, so answers to requests made for the old state are ignored),
+moves each partition to its fetcher, starting at its log end offset with its latest leader
+epoch (a fresh fetch state, so answers to requests made for the old state are ignored),
 creating and starting that fetcher when needed. `remove_partitions` (became leader, StopReplica)
 takes partitions out. A fetcher left without partitions is stopped. `shutdown` stops them all.
+
+`resize` (num.replica.fetchers changed at runtime, Kafka's resizeThreadPool) moves every
+partition whose fetcher id changes to its new fetcher with its fetch state as it is (offset,
+epochs, back-off), and stops the fetchers left empty.
 
 A leader is reached at the endpoint the metadata cache lists for it on this broker's listener,
 else at the one the last LeaderAndIsr named among its live leaders.
@@ -25,8 +31,11 @@ from epochlog.broker.replica_fetcher import MAX_FETCH_VERSION, ReplicaFetcher
 from epochlog.broker.replica_manager import ReplicaManager, TopicPartition
 from epochlog.config.broker import BrokerConfig
 from epochlog.faults import NO_FAULTS, FaultInjector
+from epochlog.protocol.java_hash import fetcher_id
 
 log = logging.getLogger(__name__)
+
+FetcherKey = tuple[int, int]  # (source broker, fetcher id)
 
 
 class ReplicaFetcherManager:
@@ -49,7 +58,8 @@ class ReplicaFetcherManager:
         self.faults = faults
         self.listener = listener
         self.max_fetch_version = MAX_FETCH_VERSION  # tests lower it to exercise older leaders
-        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self.num_fetchers: int = config["num.replica.fetchers"]
+        self.fetchers: dict[FetcherKey, ReplicaFetcher] = {}
         self._stopping: set[asyncio.Task[None]] = set()
         self._closed = False
 
@@ -67,6 +77,28 @@ class ReplicaFetcherManager:
                 return fetcher
         return None
 
+    def fetcher_key(self, source_id: int, key: TopicPartition) -> FetcherKey:
+        return source_id, fetcher_id(key[0], key[1], self.num_fetchers)
+
+    def _fetcher(self, key: FetcherKey) -> ReplicaFetcher:
+        fetcher = self.fetchers.get(key)
+        if fetcher is None:
+            source, index = key
+            fetcher = self.fetchers[key] = ReplicaFetcher(
+                source_id=source,
+                broker_id=self.broker_id,
+                fetcher_id=index,
+                replica_manager=self.rm,
+                config=self.config,
+                epoch_holder=self.epoch_holder,
+                resolve_endpoint=self.endpoint,
+                faults=self.faults,
+                max_fetch_version=self.max_fetch_version,
+            )
+            fetcher.start()
+            log.info("replica fetcher %d from broker %d started", index, source)
+        return fetcher
+
     def add_partitions(self, partitions: Iterable[Partition]) -> None:
         """Follow each partition from its current leader (hook: on_become_follower)."""
         for partition in partitions:
@@ -74,21 +106,7 @@ class ReplicaFetcherManager:
             leader = partition.leader_id
             if self._closed or leader < 0 or leader == self.broker_id:
                 continue
-            fetcher = self.fetchers.get(leader)
-            if fetcher is None:
-                fetcher = self.fetchers[leader] = ReplicaFetcher(
-                    source_id=leader,
-                    broker_id=self.broker_id,
-                    replica_manager=self.rm,
-                    config=self.config,
-                    epoch_holder=self.epoch_holder,
-                    resolve_endpoint=self.endpoint,
-                    faults=self.faults,
-                    max_fetch_version=self.max_fetch_version,
-                )
-                fetcher.start()
-                log.info("replica fetcher from broker %d started", leader)
-            state = fetcher.add_partition(partition)
+            state = self._fetcher(self.fetcher_key(leader, partition.key)).add_partition(partition)
             log.info(
                 "%s: fetching from broker %d at offset %d (last epoch %d, leader epoch %d)",
                 partition.name,
@@ -98,6 +116,35 @@ class ReplicaFetcherManager:
                 state.current_leader_epoch,
             )
         self._stop_idle()
+
+    def resize(self, num_fetchers: int) -> int:
+        """num.replica.fetchers is now `num_fetchers`: move the partitions whose fetcher id
+        changes, keeping their fetch states. Returns the partitions moved."""
+        if num_fetchers < 1:
+            raise ValueError(f"num.replica.fetchers must be at least 1, not {num_fetchers}")
+        if num_fetchers == self.num_fetchers or self._closed:
+            self.num_fetchers = num_fetchers
+            return 0
+        old = self.num_fetchers
+        self.num_fetchers = num_fetchers
+        moves = []
+        for (source, index), fetcher in list(self.fetchers.items()):
+            for key, state in list(fetcher.partitions.items()):
+                target = self.fetcher_key(source, key)
+                if target != (source, index):
+                    fetcher.remove_partition(key)
+                    moves.append((target, state))
+        for target, state in moves:
+            self._fetcher(target).adopt_state(state)
+        self._stop_idle()
+        log.info(
+            "num.replica.fetchers %d -> %d: %d partitions moved, %d fetchers now",
+            old,
+            num_fetchers,
+            len(moves),
+            len(self.fetchers),
+        )
+        return len(moves)
 
     def remove_partitions(self, keys: Iterable[TopicPartition]) -> None:
         """Stop fetching these partitions (hooks: on_become_leader, on_stop_replicas)."""
@@ -110,10 +157,10 @@ class ReplicaFetcherManager:
             fetcher.remove_partition(key)
 
     def _stop_idle(self) -> None:
-        for source, fetcher in list(self.fetchers.items()):
+        for key, fetcher in list(self.fetchers.items()):
             if not fetcher.partitions:
-                del self.fetchers[source]
-                log.info("replica fetcher from broker %d stopped (no partitions)", source)
+                del self.fetchers[key]
+                log.info("replica fetcher %d from broker %d stopped (no partitions)", *key[::-1])
                 task = asyncio.get_running_loop().create_task(fetcher.stop())
                 self._stopping.add(task)
                 task.add_done_callback(self._stopping.discard)

@@ -98,6 +98,13 @@ class PartitionFetchState:
     phase: FetchPhase = FetchPhase.FETCHING
     delayed_until_ms: int = 0
     epoch_checked: bool = False  # compared with the leader's log by epoch at least once
+    # How far the log was behind the leader's HW after the last answer (None: no answer yet).
+    lag: int | None = None
+
+    @property
+    def in_sync(self) -> bool:
+        """Kafka's PartitionFetchState.isReplicaInSync: caught up with the leader's HW."""
+        return self.lag is not None and self.lag <= 0
 
     @property
     def key(self) -> tuple[str, int]:

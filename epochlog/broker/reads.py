@@ -6,7 +6,9 @@ offset, log start offset and broker epoch are recorded in the leader's view of i
 the HW, waking delayed produces and fetches, and propose adding it to the ISR). Sizes follow
 KIP-74: each partition gets at most its PartitionMaxBytes and what is left of the response's
 MaxBytes; the first partition that has data returns at least one whole batch even if that batch
-is larger, so a consumer always progresses.
+is larger, so a consumer always progresses. A follower outside the ISR gets no data for a
+partition under a replication throttle while the leader's quota is exceeded
+(`replication_quotas`); the bytes of throttled partitions sent to followers are recorded.
 
 `fetch_messages` answers at once when there is nothing to wait for (MaxWaitMs <= 0, MinBytes
 reached, an error or a diverging epoch in any partition); otherwise it parks a `DelayedFetch`
@@ -26,6 +28,7 @@ from epochlog.broker.delayed import DelayedOperation, resolve
 from epochlog.broker.partition import PartitionError
 from epochlog.broker.partition_rules import DivergingEpoch
 from epochlog.broker.replica_manager import ReplicaManager, TopicPartition, now_ms
+from epochlog.broker.replication_quotas import should_leader_throttle
 from epochlog.protocol.errors import ErrorCode
 from epochlog.storage import FileSlice, StorageError
 from epochlog.storage.errors import LogDamageError
@@ -140,7 +143,16 @@ def read_from_local_log(
             rm.on_io_error(request.key, exc)  # its log dir goes offline (KIP-112)
             results.append(PartitionFetchResult(request, ErrorCode.KAFKA_STORAGE_ERROR))
             continue
-        size = len(read.records)
+        records = read.records
+        if params.is_follower and should_leader_throttle(
+            rm.replication_quotas.leader,
+            request.topic,
+            request.partition,
+            params.replica_id in partition.isr,
+            now,
+        ):
+            records = FileSlice.empty()  # held back while the leader's throttle is exceeded
+        size = len(records)
         if size:
             min_one_batch = False
             remaining -= size
@@ -151,7 +163,7 @@ def read_from_local_log(
                 high_watermark=hw,
                 last_stable_offset=hw,
                 log_start_offset=read.log_start_offset,
-                records=read.records,
+                records=records,
                 diverging_epoch=read.diverging_epoch,
             )
         )
@@ -249,9 +261,26 @@ async def fetch_messages(
     rm: ReplicaManager, params: FetchParams, requests: list[PartitionFetch]
 ) -> list[PartitionFetchResult]:
     results = read_from_local_log(rm, params, requests)
-    if can_respond(params, results):
-        return results
-    future: asyncio.Future[list[PartitionFetchResult]] = asyncio.get_running_loop().create_future()
-    op = DelayedFetch(rm, params, requests, future)
-    rm.fetch_purgatory.try_complete_else_watch(op, {r.key for r in requests})
-    return await future
+    if not can_respond(params, results):
+        future: asyncio.Future[list[PartitionFetchResult]] = (
+            asyncio.get_running_loop().create_future()
+        )
+        op = DelayedFetch(rm, params, requests, future)
+        rm.fetch_purgatory.try_complete_else_watch(op, {r.key for r in requests})
+        results = await future
+    if params.is_follower:
+        record_leader_replication(rm, results)
+    return results
+
+
+def record_leader_replication(rm: ReplicaManager, results: list[PartitionFetchResult]) -> None:
+    """Count a follower's answer against the leader's replication quota: the bytes of every
+    throttled partition, in-sync follower or not (Kafka's sizeOfThrottledPartitions)."""
+    quota = rm.replication_quotas.leader
+    size = sum(
+        len(r.records)
+        for r in results
+        if r.records and quota.is_throttled(r.request.topic, r.request.partition)
+    )
+    if size:
+        quota.record(size, now_ms())

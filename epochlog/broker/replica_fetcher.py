@@ -23,6 +23,11 @@ they ask OffsetForLeaderEpoch and truncate, repeating until the truncation is co
 connection or request backs everything off. The fault injector is consulted before each Fetch
 (a `hold` rule pauses this follower). Answers are applied only to the partition state they were
 requested for: the manager replaces a partition's state whenever a LeaderAndIsr re-adds it.
+
+Replication throttles (`replication_quotas`): a partition the follower throttle names is left
+out of the Fetch while the follower's quota is exceeded and the replica is not in sync (its
+last answer left it behind the leader's HW); its appended bytes are recorded. When every
+ready partition is held back the fetcher backs off replica.fetch.backoff.ms, as Kafka's does.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from epochlog.broker.follower_rules import (
 )
 from epochlog.broker.partition import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Partition
 from epochlog.broker.replica_manager import ReplicaManager, TopicPartition
+from epochlog.broker.replication_quotas import should_follower_throttle
 from epochlog.client.errors import (
     ConnectionFailedError,
     IncompatibleBrokerError,
@@ -94,6 +100,7 @@ class ReplicaFetcher:
         *,
         source_id: int,
         broker_id: int,
+        fetcher_id: int = 0,
         replica_manager: ReplicaManager,
         config: BrokerConfig,
         epoch_holder: BrokerEpochHolder,
@@ -103,6 +110,7 @@ class ReplicaFetcher:
     ) -> None:
         self.source_id = source_id
         self.broker_id = broker_id
+        self.fetcher_id = fetcher_id
         self.rm = replica_manager
         self.epoch_holder = epoch_holder
         self.resolve_endpoint = resolve_endpoint
@@ -121,7 +129,7 @@ class ReplicaFetcher:
         self._connection: FramedConnection | None = None
 
     def __repr__(self) -> str:
-        return f"ReplicaFetcher({self.broker_id} <- {self.source_id})"
+        return f"ReplicaFetcher-{self.fetcher_id}({self.broker_id} <- {self.source_id})"
 
     # ------------------------------------------------------------------ partitions
 
@@ -138,6 +146,11 @@ class ReplicaFetcher:
         self.partitions[partition.key] = state
         self._changed.set()
         return state
+
+    def adopt_state(self, state: PartitionFetchState) -> None:
+        """Follow a partition with the state another fetcher had (a resize keeps offsets)."""
+        self.partitions[state.key] = state
+        self._changed.set()
 
     def remove_partition(self, key: TopicPartition) -> bool:
         if self.partitions.pop(key, None) is None:
@@ -184,7 +197,7 @@ class ReplicaFetcher:
             endpoint[0],
             endpoint[1],
             node_id=self.source_id,
-            client_id=f"broker-{self.broker_id}-fetcher-{self.source_id}",
+            client_id=f"broker-{self.broker_id}-fetcher-{self.fetcher_id}-{self.source_id}",
             request_timeout_ms=self.socket_timeout_ms,
         )
         try:
@@ -208,9 +221,14 @@ class ReplicaFetcher:
                     for s in self.partitions.values()
                     if s.phase is FetchPhase.FETCHING and s.is_ready(now)
                 ]
-                if not ready:
-                    await self._wait_for_work()
+                fetchable = self.unthrottled(ready, now)
+                if not fetchable:
+                    if ready:  # all held back by the follower's throttle: back off, as Kafka
+                        await asyncio.sleep(self.backoff_ms / 1000)
+                    else:
+                        await self._wait_for_work()
                     continue
+                ready = fetchable
                 await self._fetch(connection, ready)
             except asyncio.CancelledError:
                 raise
@@ -222,6 +240,15 @@ class ReplicaFetcher:
                 log.exception("%s failed; backing off", self)
                 await self._close()
                 await asyncio.sleep(self.backoff_ms / 1000)
+
+    def unthrottled(self, ready: list[PartitionFetchState], now: int) -> list[PartitionFetchState]:
+        """The ready partitions the follower's replication throttle lets into the next Fetch."""
+        quota = self.rm.replication_quotas.follower
+        return [
+            s
+            for s in ready
+            if not should_follower_throttle(quota, s.topic, s.partition, s.in_sync, now)
+        ]
 
     async def _wait_for_work(self) -> None:
         """Until a partition is added or removed, or the earliest back-off ends."""
@@ -356,6 +383,9 @@ class ReplicaFetcher:
                 size = whole_batches_length(records)
                 if size:
                     partition.append_records_as_follower(memoryview(records)[:size], now)
+                    quota = self.rm.replication_quotas.follower
+                    if quota.is_throttled(state.topic, state.partition):
+                        quota.record(size, now)  # in-sync or not: the total stays bounded
             partition.update_follower_high_watermark(data.high_watermark)
             if data.log_start_offset >= 0 and partition.update_follower_log_start_offset(
                 data.log_start_offset
@@ -368,6 +398,7 @@ class ReplicaFetcher:
                 asyncio.get_running_loop().call_soon(self.rm.on_io_error, partition.key, exc)
                 return
         state.fetch_offset = partition.log_end_offset
+        state.lag = max(0, data.high_watermark - state.fetch_offset)
         latest = partition.log.latest_epoch
         state.last_fetched_epoch = -1 if latest is None else latest
         state.epoch_checked = True

@@ -86,6 +86,7 @@ from epochlog.broker.partition import (
 )
 from epochlog.broker.producer_state import ProducerStateManager
 from epochlog.broker.replica_mover import ReplicaMover
+from epochlog.broker.replication_quotas import ReplicationQuotas
 from epochlog.config.broker import INT64_MAX, BrokerConfig
 from epochlog.config.topic import (
     log_config_for,
@@ -152,6 +153,9 @@ class ReplicaManager:
             replica_lag_time_max_ms=config["replica.lag.time.max.ms"],
             kip903_enabled=config.enabled("epochlog.test.kip903.enabled"),
         )
+        # Replication throttles (KIP-73): the fetch path and the replica fetchers consult them.
+        self.replication_quotas = ReplicationQuotas(broker_id)
+        self._apply_replication_rates(config)
         self.on_become_follower: Callable[[list[Partition]], None] | None = None
         self.on_become_leader: Callable[[list[Partition]], None] | None = None
         self.on_stop_replicas: Callable[[list[TopicPartition]], None] | None = None
@@ -634,6 +638,7 @@ class ReplicaManager:
             configs = {}
         self._configs_of_request[topic] = configs
         self._overrides_in_use[topic] = configs
+        self.replication_quotas.apply_topic_config(topic, configs)
         return configs
 
     # ------------------------------------------------------------------ dynamic configs
@@ -648,6 +653,7 @@ class ReplicaManager:
             log.warning("topic %s: config change ignored, it does not validate: %s", topic, exc)
             return 0
         self._overrides_in_use[topic] = dict(overrides)
+        self.replication_quotas.apply_topic_config(topic, overrides)
         return self._rebuild(p for p in self.partitions.values() if p.topic == topic)
 
     def apply_broker_config(self, config: BrokerConfig, log_defaults: LogConfig) -> int:
@@ -659,7 +665,14 @@ class ReplicaManager:
             self.settings, min_insync_replicas=self.min_insync_replicas
         )
         self.log_manager.default_config = log_defaults
+        self._apply_replication_rates(config)
         return self._rebuild(self.partitions.values())
+
+    def _apply_replication_rates(self, config: BrokerConfig) -> None:
+        self.replication_quotas.apply_rates(
+            config["leader.replication.throttled.rate"],
+            config["follower.replication.throttled.rate"],
+        )
 
     def _rebuild(self, partitions: Iterable[Partition]) -> int:
         count = 0

@@ -6,9 +6,18 @@
   format; changes nothing.
 - `--execute --reassignment-json-file F`: prints the current assignment of F's partitions ("Save
   this to use as the --reassignment-json-file option during rollback") and starts F's
-  reassignments. Refused while other reassignments run, unless `--additional`.
+  reassignments. Refused while other reassignments run, unless `--additional`. With
+  `--throttle B` (bytes/s), first, as Kafka's tool: every broker of a moving partition (its
+  current and new replicas) gets leader.replication.throttled.rate and
+  follower.replication.throttled.rate = B, and each topic gets
+  leader.replication.throttled.replicas = partition:broker of the current replicas and
+  follower.replication.throttled.replicas = those of the replicas being added
+  (`throttle_plan`). `--replica-alter-log-dirs-throttle` is accepted; it would bound moves
+  between log dirs, which this tool does not make, so it sets nothing.
 - `--verify --reassignment-json-file F`: per partition of F, completed, still in progress, or
-  "no active reassignment ... but replica set is ... rather than ...".
+  "no active reassignment ... but replica set is ... rather than ...". When none is still in
+  progress, the throttles are cleared (unless `--preserve-throttles`): both rates on every
+  live broker and every broker of F, both throttled-replicas keys on F's topics.
 - `--cancel --reassignment-json-file F`: cancels those of F's partitions that are being
   reassigned; each goes back to its original replicas.
 - `--list`: the reassignments in progress.
@@ -35,6 +44,14 @@ from epochlog.controller.assignment import AssignmentError, assign_replicas
 Assignment = dict[tuple[str, int], list[int]]
 
 ROLLBACK_HINT = "Save this to use as the --reassignment-json-file option during rollback"
+VERIFY_WARNING = (
+    "Warning: You must run --verify periodically, until the reassignment completes, to ensure "
+    "the throttle is removed."
+)
+LEADER_RATE = "leader.replication.throttled.rate"
+FOLLOWER_RATE = "follower.replication.throttled.rate"
+LEADER_REPLICAS = "leader.replication.throttled.replicas"
+FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
 EXISTING_REASSIGNMENTS = (
     "Cannot execute because there is an existing partition assignment.  Use --additional to "
     "override this and create a new partition assignment in addition to the existing one. "
@@ -65,6 +82,25 @@ def add_parser(
     reassign.add_argument("--reassignment-json-file", metavar="F", help="the reassignment")
     reassign.add_argument(
         "--additional", action="store_true", help="--execute while others are in progress"
+    )
+    reassign.add_argument(
+        "--throttle",
+        type=int,
+        default=-1,
+        metavar="B",
+        help="--execute: bound the moving replicas' replication to B bytes/s",
+    )
+    reassign.add_argument(
+        "--replica-alter-log-dirs-throttle",
+        type=int,
+        default=-1,
+        metavar="B",
+        help="--execute: bound moves between log dirs (none are made: no effect)",
+    )
+    reassign.add_argument(
+        "--preserve-throttles",
+        action="store_true",
+        help="--verify: keep the throttles after the reassignment completes",
     )
     add_bootstrap(reassign)
 
@@ -227,6 +263,42 @@ def verify_lines(
     return lines
 
 
+def throttle_plan(
+    targets: Mapping[tuple[str, int], Sequence[int]],
+    current: Mapping[tuple[str, int], Sequence[int]],
+) -> tuple[dict[str, dict[str, str]], list[int]]:
+    """The throttled-replicas configs per topic and the brokers to rate-limit, as Kafka's
+    calculateProposedMoveMap / calculateLeaderThrottles / calculateFollowerThrottles: leaders
+    may be any current replica of a moving partition, followers are the replicas it gains;
+    the entries are "partition:broker", sorted as text (Kafka's TreeSet)."""
+    leaders: dict[str, set[str]] = {}
+    followers: dict[str, set[str]] = {}
+    brokers: set[int] = set()
+    for (topic, partition), target in targets.items():
+        sources = list(current.get((topic, partition), []))
+        destinations = [r for r in target if r not in sources]
+        leaders.setdefault(topic, set()).update(f"{partition}:{b}" for b in sources)
+        followers.setdefault(topic, set()).update(f"{partition}:{b}" for b in destinations)
+        brokers.update(sources)
+        brokers.update(destinations)
+    topics = sorted(set(leaders) | set(followers))
+    configs = {
+        topic: {
+            LEADER_REPLICAS: ",".join(sorted(leaders.get(topic, ()))),
+            FOLLOWER_REPLICAS: ",".join(sorted(followers.get(topic, ()))),
+        }
+        for topic in topics
+    }
+    return configs, sorted(brokers)
+
+
+def check_throttle(value: int, option: str) -> None:
+    if value < -1:
+        raise ReassignmentInputError(
+            f"{option} {value}: a throttle is a rate in bytes/s (>= 0), or -1 for none"
+        )
+
+
 # ------------------------------------------------------------------------- I/O
 
 
@@ -243,9 +315,13 @@ def run(args: argparse.Namespace, console: Console) -> int:
             text = _read_file(args.reassignment_json_file, "--reassignment-json-file")
             targets = parse_reassignment_json(text)
             if args.execute:
-                return _execute(admin, targets, args.additional)
+                check_throttle(args.throttle, "--throttle")
+                check_throttle(
+                    args.replica_alter_log_dirs_throttle, "--replica-alter-log-dirs-throttle"
+                )
+                return _execute(admin, targets, args.additional, args.throttle)
             if args.verify:
-                return _verify(admin, targets)
+                return _verify(admin, targets, args.preserve_throttles)
             return _cancel(admin, targets)
     except (ClientError, ReassignmentInputError) as exc:
         raise CommandError(str(exc)) from None
@@ -289,7 +365,7 @@ def _generate(admin: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def _execute(admin: Any, targets: Assignment, additional: bool) -> int:
+def _execute(admin: Any, targets: Assignment, additional: bool, throttle: int = -1) -> int:
     if not additional and admin.list_partition_reassignments():
         raise ReassignmentInputError(EXISTING_REASSIGNMENTS)
     known = {b.node_id for b in admin.describe_cluster().brokers}
@@ -305,6 +381,10 @@ def _execute(admin: Any, targets: Assignment, additional: bool) -> int:
     rollback = {tp: current[tp] for tp in targets}
     print(f"Current partition replica assignment\n\n{format_reassignment_json(rollback)}\n")
     print(ROLLBACK_HINT)
+    if throttle >= 0:
+        print(VERIFY_WARNING)
+        _set_throttles(admin, targets, current, throttle)
+        print(f"The inter-broker throttle limit was set to {throttle} B/s")
     results = admin.alter_partition_reassignments(targets)
     errors = {tp: e for tp, e in results.items() if e is not None}
     if errors:
@@ -318,11 +398,48 @@ def _execute(admin: Any, targets: Assignment, additional: bool) -> int:
     return 0
 
 
-def _verify(admin: Any, targets: Assignment) -> int:
+def _set_throttles(admin: Any, targets: Assignment, current: Assignment, throttle: int) -> None:
+    from epochlog.client.admin_configs import ConfigOp, ConfigResource, ResourceType
+
+    topic_configs, brokers = throttle_plan(targets, current)
+    for topic, values in topic_configs.items():
+        resource = ConfigResource(ResourceType.TOPIC, topic)
+        admin.incremental_alter_configs({resource: [ConfigOp(k, v) for k, v in values.items()]})
+    for broker in brokers:
+        resource = ConfigResource(ResourceType.BROKER, str(broker))
+        ops = [ConfigOp(LEADER_RATE, str(throttle)), ConfigOp(FOLLOWER_RATE, str(throttle))]
+        admin.incremental_alter_configs({resource: ops})
+
+
+def _verify(admin: Any, targets: Assignment, preserve_throttles: bool = False) -> int:
     ongoing = set(admin.list_partition_reassignments(list(targets)))
     current = _current_assignment(admin, [t for t, _ in targets])
     print("\n".join(verify_lines(targets, ongoing, current)))
+    if not ongoing and not preserve_throttles:
+        _clear_throttles(admin, targets)
     return 0
+
+
+def _clear_throttles(admin: Any, targets: Assignment) -> None:
+    """Kafka's clearAllThrottles: it cannot know which brokers earlier runs throttled, so every
+    live broker and every broker named in the file."""
+    from epochlog.client.admin_configs import AlterOp, ConfigOp, ConfigResource, ResourceType
+
+    live = [b.node_id for b in admin.describe_cluster().brokers]
+    brokers = list(dict.fromkeys([*live, *(b for r in targets.values() for b in r)]))
+    plural = "" if len(brokers) == 1 else "s"
+    print(f"Clearing broker-level throttles on broker{plural} {','.join(map(str, brokers))}")
+    for broker in brokers:
+        resource = ConfigResource(ResourceType.BROKER, str(broker))
+        ops = [ConfigOp(k, None, AlterOp.DELETE) for k in (LEADER_RATE, FOLLOWER_RATE)]
+        admin.incremental_alter_configs({resource: ops})
+    topics = list(dict.fromkeys(t for t, _ in targets))
+    plural = "" if len(topics) == 1 else "s"
+    print(f"Clearing topic-level throttles on topic{plural} {','.join(topics)}")
+    for topic in topics:
+        resource = ConfigResource(ResourceType.TOPIC, topic)
+        ops = [ConfigOp(k, None, AlterOp.DELETE) for k in (LEADER_REPLICAS, FOLLOWER_REPLICAS)]
+        admin.incremental_alter_configs({resource: ops})
 
 
 def _cancel(admin: Any, targets: Assignment) -> int:

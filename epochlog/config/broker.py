@@ -64,6 +64,16 @@ DEFINITIONS: dict[str, Definition] = {
     "replica.fetch.response.max.bytes": Definition("int", 10485760, "", _at_least(0)),
     "replica.fetch.backoff.ms": Definition("int", 1000, "", _at_least(0)),
     "replica.socket.timeout.ms": Definition("int", 30000, "replica fetch requests", _at_least(1)),
+    "num.replica.fetchers": Definition(
+        "int", 1, "replica fetchers per source broker (dynamic: resized at once)", _at_least(1)
+    ),
+    # replication throttles (KIP-73): bytes/s of throttled replicas' traffic, per broker
+    "leader.replication.throttled.rate": Definition(
+        "long", INT64_MAX, "leader side: throttled replicas' fetch answers", _at_least(0)
+    ),
+    "follower.replication.throttled.rate": Definition(
+        "long", INT64_MAX, "follower side: throttled replicas' fetches", _at_least(0)
+    ),
     "replica.high.watermark.checkpoint.interval.ms": Definition("long", 5000, "", _at_least(1)),
     "unclean.leader.election.enable": Definition("bool", False),
     "auto.create.topics.enable": Definition("bool", True),
@@ -231,7 +241,6 @@ ACCEPTED_WITHOUT_EFFECT = frozenset(
         "socket.send.buffer.bytes",
         "socket.receive.buffer.bytes",
         "num.recovery.threads.per.data.dir",
-        "num.replica.fetchers",
         "transaction.state.log.replication.factor",
         "transaction.state.log.min.isr",
         "listener.security.protocol.map",

@@ -29,7 +29,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from epochlog.config.broker import DEFINITIONS, BrokerConfig, ConfigError, Definition
-from epochlog.config.topic import KNOWN_KEYS, TopicConfigError, validate_topic_configs
+from epochlog.config.topic import (
+    FOLLOWER_THROTTLED_REPLICAS,
+    KNOWN_KEYS,
+    LEADER_THROTTLED_REPLICAS,
+    TopicConfigError,
+    validate_topic_configs,
+)
 from epochlog.protocol.errors import ErrorCode
 
 
@@ -107,10 +113,18 @@ class TopicKey:
     type: ConfigType
     synonyms: tuple[tuple[str, int], ...]
     doc: str
+    default: str | None = None  # for a key without broker synonyms
 
 
 def _key(kind: ConfigType, doc: str, *synonyms: str | tuple[str, int]) -> TopicKey:
     return TopicKey(kind, tuple(s if isinstance(s, tuple) else (s, 1) for s in synonyms), doc)
+
+
+_THROTTLED_REPLICAS_DOC = (
+    "Replicas whose replication traffic is throttled on the {side} side, as "
+    "[partitionId]:[brokerId],... or '*' for all; the broker's "
+    "{side}.replication.throttled.rate bounds it."
+)
 
 
 # Kafka's ServerTopicConfigSynonyms, for the topic keys epochlog has.
@@ -192,15 +206,22 @@ TOPIC_KEYS: dict[str, TopicKey] = {
         "Elect a replica outside the ISR when no ISR member is alive (may lose data).",
         "unclean.leader.election.enable",
     ),
+    LEADER_THROTTLED_REPLICAS: TopicKey(
+        ConfigType.LIST, (), _THROTTLED_REPLICAS_DOC.format(side="leader"), ""
+    ),
+    FOLLOWER_THROTTLED_REPLICAS: TopicKey(
+        ConfigType.LIST, (), _THROTTLED_REPLICAS_DOC.format(side="follower"), ""
+    ),
 }
 assert set(TOPIC_KEYS) == set(KNOWN_KEYS), "every topic key needs its synonyms"
 
 # Broker keys epochlog has that Kafka can change at runtime (DynamicBrokerConfig's
-# AllDynamicConfigs): the first broker synonym of each topic key, and the log cleaner's.
+# AllDynamicConfigs): the first broker synonym of each topic key, the log cleaner's, the
+# replica fetchers' count and the replication throttles.
 # All are cluster-wide in Kafka, so they may be set per broker or as the cluster default.
 DYNAMIC_BROKER_KEYS = frozenset(
     {
-        *(key.synonyms[0][0] for key in TOPIC_KEYS.values()),
+        *(key.synonyms[0][0] for key in TOPIC_KEYS.values() if key.synonyms),
         "log.flush.interval.ms",
         "compression.type",
         "log.cleaner.threads",
@@ -209,6 +230,9 @@ DYNAMIC_BROKER_KEYS = frozenset(
         "log.cleaner.backoff.ms",
         "log.cleaner.io.max.bytes.per.second",
         "producer.id.expiration.ms",
+        "num.replica.fetchers",
+        "leader.replication.throttled.rate",
+        "follower.replication.throttled.rate",
     }
 )
 assert set(DEFINITIONS) >= DYNAMIC_BROKER_KEYS, DYNAMIC_BROKER_KEYS - set(DEFINITIONS)
@@ -329,7 +353,7 @@ def _topic_default(key: TopicKey, effective: BrokerConfig) -> str | None:
         value = effective[name]
         if value is not None:
             return config_text(value * multiplier if multiplier != 1 else value)
-    return None
+    return key.default
 
 
 def describe_broker(
@@ -497,7 +521,11 @@ def topic_alter(
                 raise ConfigRequestError(
                     ErrorCode.INVALID_CONFIG, f"Unknown config name: {change.name}"
                 )
-        list_keys = {"cleanup.policy": "delete"}
+        list_keys: dict[str, str | None] = {
+            "cleanup.policy": "delete",
+            LEADER_THROTTLED_REPLICAS: "",
+            FOLLOWER_THROTTLED_REPLICAS: "",
+        }
         result = apply_operations(
             stored, changes, list_keys=list_keys, error=ErrorCode.INVALID_CONFIG
         )
@@ -595,7 +623,23 @@ def broker_alter(
     )
     merged = {**trial.static.as_dict(), **trial.cluster_default, **trial.per_broker}
     try:
-        BrokerConfig(merged)
+        proposed = BrokerConfig(merged)
     except ConfigError as exc:
         raise ConfigRequestError(ErrorCode.INVALID_REQUEST, str(exc)) from None
+    _check_thread_count(layers.effective(), proposed, "num.replica.fetchers")
     return result
+
+
+def _check_thread_count(current: BrokerConfig, proposed: BrokerConfig, key: str) -> None:
+    """Kafka's DynamicThreadPool rule: a thread count changes by at most half or double."""
+    old, new = current[key], proposed[key]
+    if new == old:
+        return
+    problem = f"Dynamic thread count update validation failed for {key}={new}"
+    if new < old // 2:
+        problem += f", value should be at least half the current value {old}"
+    elif new > old * 2:
+        problem += f", value should not be greater than double the current value {old}"
+    else:
+        return
+    raise ConfigRequestError(ErrorCode.INVALID_REQUEST, problem)

@@ -17,12 +17,19 @@ ZooKeeper as Kafka's ZooKeeper-mode brokers do.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from epochlog.storage.config import TOPIC_CONFIG_FIELDS, LogConfig
 
 BOOLEANS = ("true", "false")
-OTHER_KEYS = ("min.insync.replicas", "unclean.leader.election.enable")
+LEADER_THROTTLED_REPLICAS = "leader.replication.throttled.replicas"
+FOLLOWER_THROTTLED_REPLICAS = "follower.replication.throttled.replicas"
+THROTTLED_REPLICAS_KEYS = (LEADER_THROTTLED_REPLICAS, FOLLOWER_THROTTLED_REPLICAS)
+OTHER_KEYS = ("min.insync.replicas", "unclean.leader.election.enable", *THROTTLED_REPLICAS_KEYS)
+# Kafka's AllReplicas: a throttle on every partition of the topic ("*").
+ALL_PARTITIONS: frozenset[int] = frozenset({-1})
+_THROTTLED_REPLICA = re.compile(r"([0-9]+:[0-9]+)?")
 KNOWN_KEYS = tuple(sorted((*TOPIC_CONFIG_FIELDS, *OTHER_KEYS)))
 
 
@@ -44,6 +51,12 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> None:
             _positive_int(key, value)
         elif key == "unclean.leader.election.enable" and value.strip().lower() not in BOOLEANS:
             raise TopicConfigError(f"topic config {key}={value!r} is not true or false")
+        elif key in THROTTLED_REPLICAS_KEYS and not _valid_throttled_replicas(value):
+            raise TopicConfigError(
+                f"topic config {key}={value!r}: {key} must be the literal '*' or a list of "
+                "replicas in the following format: [partitionId]:[brokerId],"
+                "[partitionId]:[brokerId],..."
+            )
     try:
         LogConfig().with_topic_overrides(storage)
     except ValueError as exc:
@@ -70,3 +83,24 @@ def _positive_int(key: str, value: str) -> int:
     if number < 1:
         raise TopicConfigError(f"topic config {key}={value!r} must be at least 1")
     return number
+
+
+def _valid_throttled_replicas(value: str) -> bool:
+    """Kafka's ThrottledReplicaListValidator: `*`, or partition:broker pairs (empty allowed)."""
+    items = [item.strip() for item in value.split(",")]
+    return value.strip() == "*" or all(_THROTTLED_REPLICA.fullmatch(item) for item in items)
+
+
+def throttled_partitions(configs: Mapping[str, str], key: str, broker_id: int) -> frozenset[int]:
+    """The partitions of the topic whose replicas on `broker_id` the throttled-replicas key
+    `key` names (Kafka's TopicConfigHandler.parseThrottledPartitions): ALL_PARTITIONS for `*`,
+    empty when the key is unset or names none here."""
+    value = configs.get(key, "").strip()
+    if value == "*":
+        return ALL_PARTITIONS
+    found = set()
+    for item in value.split(","):
+        partition, _, broker = item.strip().partition(":")
+        if broker and int(broker) == broker_id:
+            found.add(int(partition))
+    return frozenset(found)

@@ -114,3 +114,31 @@ def test_the_command_takes_exactly_one_action() -> None:
     with pytest.raises(SystemExit):
         parser.parse_args(["reassign"])
     assert json.loads(format_reassignment_json({}))["partitions"] == []
+
+
+def test_throttle_plan_is_kafkas_leader_and_follower_throttles() -> None:
+    from epochlog.cli.reassign_cmd import throttle_plan
+
+    current = {("t", 0): [1, 2], ("t", 1): [2, 3], ("u", 0): [1]}
+    targets = {("t", 0): [3, 2], ("t", 1): [2, 3], ("u", 0): [2]}
+    configs, brokers = throttle_plan(targets, current)
+    assert configs == {
+        "t": {
+            "leader.replication.throttled.replicas": "0:1,0:2,1:2,1:3",
+            "follower.replication.throttled.replicas": "0:3",
+        },
+        "u": {
+            "leader.replication.throttled.replicas": "0:1",
+            "follower.replication.throttled.replicas": "0:2",
+        },
+    }
+    assert brokers == [1, 2, 3]
+
+
+def test_a_negative_throttle_other_than_none_is_refused() -> None:
+    from epochlog.cli.reassign_cmd import ReassignmentInputError, check_throttle
+
+    check_throttle(-1, "--throttle")
+    check_throttle(0, "--throttle")
+    with pytest.raises(ReassignmentInputError, match="--throttle -5: a throttle is a rate"):
+        check_throttle(-5, "--throttle")

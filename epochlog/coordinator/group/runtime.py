@@ -40,6 +40,7 @@ from epochlog.coordinator.group.operations import (
 from epochlog.coordinator.group.records import GroupRecord
 from epochlog.coordinator.group.shard import GroupCoordinatorShard
 from epochlog.protocol.errors import ErrorCode
+from epochlog.protocol.java_hash import java_string_hash, java_utils_abs
 
 log = logging.getLogger(__name__)
 
@@ -77,19 +78,9 @@ class RecordCodec(Protocol):
     def decode(self, key: bytes, value: bytes | None) -> GroupRecord | None: ...
 
 
-def java_string_hash(text: str) -> int:
-    """Java's String.hashCode (over UTF-16 code units, 32-bit overflow)."""
-    h = 0
-    data = text.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
 def partition_for_group(group_id: str, partitions: int) -> int:
     """Kafka's `Utils.abs(groupId.hashCode) % groupMetadataTopicPartitionCount`."""
-    h = java_string_hash(group_id)
-    return (0 if h == -(2**31) else abs(h)) % partitions
+    return java_utils_abs(java_string_hash(group_id)) % partitions
 
 
 LOAD_RETRY_BACKOFF_S = 0.2
