@@ -97,7 +97,7 @@ def rebuild_batch(
             records = b"".join(chunks)
         finally:
             chunks.close()
-    payload = compress(codec, records, level if codec is not Compression.SNAPPY else None)
+    payload = compress(codec, records, level)
     out = bytearray(BATCH_HEADER_SIZE + len(payload))
     out[:BATCH_HEADER_SIZE] = memoryview(batch)[:BATCH_HEADER_SIZE]
     out[BATCH_HEADER_SIZE:] = payload
