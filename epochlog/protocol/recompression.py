@@ -17,6 +17,10 @@ Two pure pieces:
   Kafka re-encodes the records through MemoryRecordsBuilder (base timestamp = the first record's),
   which gives the same records; keeping their bytes is cheaper and changes nothing a reader sees.
 
+Consumers that cannot read zstd: Kafka answers a Fetch below v10 for a partition whose topic's
+compression.type is zstd with UNSUPPORTED_COMPRESSION_TYPE (KafkaApis, whatever the batches
+hold); `fetch_compression_error` is that rule.
+
 The batch must have been validated first (`record_validation.check_batch_records`): the rebuild
 decompresses it as a stream under the same `max_decompressed_bytes` bound, so it never holds more
 than validation allowed. Followers never rebuild: they store the leader's bytes.
@@ -27,6 +31,7 @@ from __future__ import annotations
 import struct
 
 from epochlog.protocol.compression import Compression, compress, decompress_stream
+from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.records import (
     ATTRIBUTES_OFFSET,
     BATCH_HEADER_SIZE,
@@ -36,6 +41,8 @@ from epochlog.protocol.records import (
     BatchHeader,
     batch_crc,
 )
+
+ZSTD_MIN_FETCH_VERSION = 10
 
 PRODUCER = "producer"
 UNCOMPRESSED = "uncompressed"
@@ -75,6 +82,13 @@ def rebuild_codec(source: Compression, compression_type: str) -> Compression | N
     if target is None or target is source:
         return None
     return target
+
+
+def fetch_compression_error(fetch_version: int, compression_type: str) -> ErrorCode:
+    """A consumer's Fetch error for a partition of a topic with this compression.type."""
+    if compression_type == "zstd" and fetch_version < ZSTD_MIN_FETCH_VERSION:
+        return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+    return ErrorCode.NONE
 
 
 def rebuild_batch(

@@ -13,11 +13,15 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic
 
+from epochlog.broker.harness import RawClient
 from epochlog.client import Admin
 from epochlog.client.admin_configs import AlterOp, ConfigOp
 from epochlog.client.admin_configs import ConfigResource as EResource
 from epochlog.client.admin_configs import ResourceType as EType
+from epochlog.protocol import messages as m
+from epochlog.protocol.api import ApiKey
 from epochlog.protocol.compression import Compression
+from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.records import RecordBatch, decode_batches
 from epochlog.testing.cluster import LocalCluster
 from tests.integration.interop import (
@@ -211,3 +215,45 @@ def test_a_dynamic_broker_default_takes_effect_without_restart(
             ours.incremental_alter_configs(
                 {default: [ConfigOp("compression.type", None, AlterOp.DELETE)]}
             )
+
+
+def raw_fetch(port: int, version: int, topic: str, partition: int) -> tuple[ErrorCode, bytes]:
+    F = m.FetchRequest
+    body = F(
+        replica_id=-1,
+        max_wait_ms=0,
+        min_bytes=1,
+        isolation_level=0,
+        topics=[
+            F.FetchTopic(
+                topic=topic,
+                partitions=[
+                    F.FetchPartition(
+                        partition=partition, fetch_offset=0, partition_max_bytes=1 << 20
+                    )
+                ],
+            )
+        ],
+    )
+    with RawClient("127.0.0.1", port) as client:
+        answer = client.request(ApiKey.FETCH, version, body).responses[0].partitions[0]
+    return ErrorCode(answer.error_code), bytes(answer.records or b"")
+
+
+def test_zstd_topic_refuses_fetches_below_v10_and_serves_newer_ones(
+    cluster: LocalCluster, admin: AdminClient
+) -> None:
+    topic = "zstd-topic"
+    create_topic(admin, topic, {"compression.type": "zstd", "compression.zstd.level": "10"})
+    items = records("zt", 20, PARTITIONS)
+    confluent_produce(cluster.bootstrap_servers, topic, items, **{"compression.type": "none"})
+    leader = admin.list_topics(topic, timeout=10).topics[topic].partitions[0].leader
+    port = cluster.brokers[leader].port
+    error, _ = raw_fetch(port, 9, topic, 0)
+    assert error is ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+    error, data = raw_fetch(port, 11, topic, 0)
+    assert error is ErrorCode.NONE
+    batches = decode_batches(data)
+    assert {b.header.compression for b in batches} == {Compression.ZSTD}
+    assert sum(len(b.records) for b in batches) == 10
+    assert_same(kafka_python_consume(cluster.bootstrap_servers, topic, 20), items)

@@ -29,6 +29,7 @@ from epochlog.protocol.compression import Compression, compress, decompress
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.recompression import (
     COMPRESSION_TYPES,
+    fetch_compression_error,
     rebuild_batch,
     rebuild_codec,
     target_codec,
@@ -107,6 +108,18 @@ def test_none_is_not_a_broker_compression_type():
     with pytest.raises(ValueError, match="'none' is not one of uncompressed, zstd"):
         target_codec("none")
     assert COMPRESSION_TYPES == ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+
+
+@pytest.mark.parametrize("compression_type", COMPRESSION_TYPES)
+def test_only_zstd_topics_refuse_consumer_fetches_below_v10(compression_type):
+    zstd = compression_type == "zstd"
+    assert fetch_compression_error(9, compression_type) is (
+        ErrorCode.UNSUPPORTED_COMPRESSION_TYPE if zstd else ErrorCode.NONE
+    )
+    assert fetch_compression_error(4, compression_type) is fetch_compression_error(
+        9, compression_type
+    )
+    assert fetch_compression_error(10, compression_type) is ErrorCode.NONE
 
 
 # ------------------------------------------------------------------------------- the rebuild
