@@ -45,7 +45,21 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
 @pytest.fixture(scope="module")
 def admin(cluster: LocalCluster) -> AdminClient:
-    return AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    client = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    # Until the controller's first UpdateMetadata reaches a broker, its Metadata answers name no
+    # controller (as Kafka's do), and librdkafka then holds CreateTopics until its next metadata
+    # refresh, past the request's timeout: wait until every broker names one.
+    until(
+        "every broker naming the controller",
+        lambda: all(
+            AdminClient({"bootstrap.servers": f"127.0.0.1:{b.port}"})
+            .list_topics(timeout=10)
+            .controller_id
+            >= 0
+            for b in cluster.brokers.values()
+        ),
+    )
+    return client
 
 
 def until(what: str, check: Callable[[], bool], timeout_s: float = 30) -> None:
