@@ -45,10 +45,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
 @pytest.fixture(scope="module")
 def admin(cluster: LocalCluster) -> AdminClient:
-    client = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     # Until the controller's first UpdateMetadata reaches a broker, its Metadata answers name no
     # controller (as Kafka's do), and librdkafka then holds CreateTopics until its next metadata
-    # refresh, past the request's timeout: wait until every broker names one.
+    # refresh, past the request's timeout: wait until every broker names one, then connect.
     until(
         "every broker naming the controller",
         lambda: all(
@@ -59,7 +58,7 @@ def admin(cluster: LocalCluster) -> AdminClient:
             for b in cluster.brokers.values()
         ),
     )
-    return client
+    return AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
 
 
 def until(what: str, check: Callable[[], bool], timeout_s: float = 30) -> None:
