@@ -12,6 +12,10 @@ min.insync.replicas before that answers NOT_ENOUGH_REPLICAS_AFTER_APPEND (the HW
 below min.insync.replicas, so waiting longer would only time out); one still waiting when the
 request's timeout expires answers REQUEST_TIMED_OUT (the records may still become committed, as
 in Kafka).
+
+A batch whose codec is not the topic's compression.type (unless that is `producer`) is rebuilt
+with the topic's codec between validation and the append (`apply_topic_compression`,
+`protocol/recompression.py`), as Kafka's LogValidator does.
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ from epochlog.broker.partition import PartitionError
 from epochlog.broker.produce_validation import ProduceValidationError, validate_partition_records
 from epochlog.broker.replica_manager import ReplicaManager, TopicPartition, now_ms
 from epochlog.protocol.errors import CorruptRecordError, ErrorCode, InvalidRecordError
-from epochlog.storage import StorageError
+from epochlog.protocol.recompression import rebuild_batch, rebuild_codec
+from epochlog.protocol.records import BatchHeader, parse_batch_header
+from epochlog.storage import LogConfig, StorageError
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +75,7 @@ def append_to_leader(
             require_keys=config.compact,
         )
         assert records is not None
+        records, header = apply_topic_compression(records, header, config, partition.name)
         result = partition.append_records_as_leader(
             records, header, required_acks, partition.settings.min_insync_replicas, now
         )
@@ -95,6 +102,32 @@ def append_to_leader(
         log_append_time=result.log_append_time,
         log_start_offset=result.log_start_offset,
     )
+
+
+def apply_topic_compression(
+    records: bytes, header: BatchHeader, config: LogConfig, where: str
+) -> tuple[bytes, BatchHeader]:
+    """The validated batch as the topic's compression.type stores it: as sent, or rebuilt with
+    the topic's codec (Kafka's LogValidator). A rebuilt batch past max.message.bytes is
+    MESSAGE_TOO_LARGE, as Kafka's UnifiedLog checks a batch whose size may have changed."""
+    codec = rebuild_codec(header.compression, config.compression_type)
+    if codec is None:
+        return records, header
+    rebuilt = rebuild_batch(
+        records,
+        header,
+        codec,
+        max_decompressed_bytes=config.max_decompressed_bytes,
+        level=config.compression_level(codec),
+    )
+    if len(rebuilt) > config.max_message_bytes:
+        raise ProduceValidationError(
+            ErrorCode.MESSAGE_TOO_LARGE,
+            f"{where}: message batch size is {len(rebuilt)} bytes once rebuilt with "
+            f"compression.type={config.compression_type}, which exceeds max.message.bytes "
+            f"{config.max_message_bytes}",
+        )
+    return rebuilt, parse_batch_header(rebuilt, 0)
 
 
 _LOUD = frozenset(

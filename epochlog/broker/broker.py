@@ -75,6 +75,10 @@ def log_config_from(config: BrokerConfig) -> LogConfig:
         min_compaction_lag_ms=config["log.cleaner.min.compaction.lag.ms"],
         max_compaction_lag_ms=config["log.cleaner.max.compaction.lag.ms"],
         delete_retention_ms=config["log.cleaner.delete.retention.ms"],
+        compression_type=config["compression.type"],
+        compression_gzip_level=config["compression.gzip.level"],
+        compression_lz4_level=config["compression.lz4.level"],
+        compression_zstd_level=config["compression.zstd.level"],
     )
 
 

@@ -17,6 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from epochlog.protocol.compression import (
+    GZIP_DEFAULT_LEVEL,
+    LZ4_DEFAULT_LEVEL,
+    ZSTD_DEFAULT_LEVEL,
+    Compression,
+    level_problem,
+)
+from epochlog.protocol.recompression import COMPRESSION_TYPES
 from epochlog.storage.config import DEFAULT_DECOMPRESSED_MAX_MULTIPLE
 
 INT32_MAX = 2**31 - 1
@@ -41,6 +49,10 @@ def _at_least(low: int) -> Callable[[Any], str | None]:
 
 def _one_of(*choices: str) -> Callable[[Any], str | None]:
     return lambda v: None if v in choices else f"must be one of {', '.join(choices)}"
+
+
+def _level_of(codec: Compression) -> Callable[[Any], str | None]:
+    return lambda v: level_problem(codec, v)
 
 
 _NO_DEFAULT = object()
@@ -161,8 +173,18 @@ DEFINITIONS: dict[str, Definition] = {
     "compression.type": Definition(
         "string",
         "producer",
-        "",
-        _one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
+        "default compression.type of topics: producer keeps the producer's codec, a codec "
+        "(uncompressed, gzip, snappy, lz4, zstd) makes the leader rebuild other batches with it",
+        _one_of(*COMPRESSION_TYPES),
+    ),
+    "compression.gzip.level": Definition(
+        "int", GZIP_DEFAULT_LEVEL, "default compression.gzip.level", _level_of(Compression.GZIP)
+    ),
+    "compression.lz4.level": Definition(
+        "int", LZ4_DEFAULT_LEVEL, "default compression.lz4.level", _level_of(Compression.LZ4)
+    ),
+    "compression.zstd.level": Definition(
+        "int", ZSTD_DEFAULT_LEVEL, "default compression.zstd.level", _level_of(Compression.ZSTD)
     ),
     "producer.id.expiration.ms": Definition("int", 86400000, "", _at_least(1)),
     "request.timeout.ms": Definition("int", 30000, "controller-to-broker requests", _at_least(0)),

@@ -196,6 +196,27 @@ TOPIC_KEYS: dict[str, TopicKey] = {
         "How long tombstones stay in a compacted log.",
         "log.cleaner.delete.retention.ms",
     ),
+    "compression.type": _key(
+        ConfigType.STRING,
+        "The codec the leader stores batches with: producer keeps the producer's; uncompressed, "
+        "gzip, snappy, lz4 or zstd rebuilds batches compressed otherwise.",
+        "compression.type",
+    ),
+    "compression.gzip.level": _key(
+        ConfigType.INT,
+        "The gzip level used when the broker compresses: 1 to 9, or -1 for the default.",
+        "compression.gzip.level",
+    ),
+    "compression.lz4.level": _key(
+        ConfigType.INT,
+        "The lz4 level used when the broker compresses: 1 to 17.",
+        "compression.lz4.level",
+    ),
+    "compression.zstd.level": _key(
+        ConfigType.INT,
+        "The zstd level used when the broker compresses: -131072 to 22.",
+        "compression.zstd.level",
+    ),
     "min.insync.replicas": _key(
         ConfigType.INT,
         "In-sync replicas an acks=all produce needs, else NOT_ENOUGH_REPLICAS.",
@@ -223,7 +244,6 @@ DYNAMIC_BROKER_KEYS = frozenset(
     {
         *(key.synonyms[0][0] for key in TOPIC_KEYS.values() if key.synonyms),
         "log.flush.interval.ms",
-        "compression.type",
         "log.cleaner.threads",
         "log.cleaner.dedupe.buffer.size",
         "log.cleaner.io.buffer.size",

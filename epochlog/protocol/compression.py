@@ -8,13 +8,17 @@
 - zstd: a standard zstd frame (cramjam; the stream reader is python-zstandard's).
 
 `compress` and `decompress` work on whole payloads: clients use them on batches they built or
-fetched. A broker never decompresses a whole batch: `decompress_stream` yields the output in
-chunks of at most `chunk_size` bytes, each codec's own streaming decoder asked for no more than
+fetched. `compress` takes an optional level with Kafka's ranges (KIP-390, Kafka 3.8+): gzip 1..9 or
+-1 (zlib's default, 6), lz4 1..17 (1 is the fast compressor, higher the HC one; python-lz4 stops at
+16, so 17 compresses as 16), zstd -131072..22; `level_problem` says what is wrong with one. A broker
+reads a produced batch only through `decompress_stream` (a rebuild with the topic's codec,
+`recompression`, joins the chunks of a batch validation has already bounded); it yields the output
+in chunks of at most `chunk_size` bytes, each codec's own streaming decoder asked for no more than
 that at a time, and stops with `DecompressedSizeError` as soon as the output would pass
-`max_output`, so a batch that expands a thousandfold costs the broker `max_output` bytes of work
-and one chunk of memory, not the whole expansion. Snappy has no streaming decoder here: each
-xerial block (or a raw payload) declares its decompressed length up front, which is checked
-against the bound before the block is decompressed.
+`max_output`, so a batch that expands a thousandfold costs the broker `max_output` bytes of work and
+one chunk of memory, not the whole expansion. Snappy has no streaming decoder here: each xerial
+block (or a raw payload) declares its decompressed length up front, which is checked against the
+bound before the block is decompressed.
 Undecodable input raises `DecompressionError`.
 """
 
@@ -49,6 +53,28 @@ class Compression(enum.IntEnum):
             ) from None
 
 
+# Kafka's level ranges and defaults per codec (GzipCompression, Lz4Compression, ZstdCompression).
+GZIP_DEFAULT_LEVEL = -1
+LZ4_MIN_LEVEL, LZ4_MAX_LEVEL, LZ4_DEFAULT_LEVEL = 1, 17, 9
+ZSTD_MIN_LEVEL, ZSTD_MAX_LEVEL, ZSTD_DEFAULT_LEVEL = -131072, 22, 3
+_ZLIB_DEFAULT_LEVEL = 6
+_PYTHON_LZ4_MAX_LEVEL = 16
+
+
+def level_problem(codec: Compression, level: int) -> str | None:
+    """What is wrong with `level` for `codec` (Kafka's ranges), or None."""
+    if codec is Compression.GZIP:
+        ok = level == GZIP_DEFAULT_LEVEL or 1 <= level <= 9
+        return None if ok else "must be -1 (the default) or between 1 and 9"
+    if codec is Compression.LZ4:
+        ok = LZ4_MIN_LEVEL <= level <= LZ4_MAX_LEVEL
+        return None if ok else f"must be between {LZ4_MIN_LEVEL} and {LZ4_MAX_LEVEL}"
+    if codec is Compression.ZSTD:
+        ok = ZSTD_MIN_LEVEL <= level <= ZSTD_MAX_LEVEL
+        return None if ok else f"must be between {ZSTD_MIN_LEVEL} and {ZSTD_MAX_LEVEL}"
+    return f"{codec.name.lower()} has no compression levels"
+
+
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER = _XERIAL_MAGIC + struct.pack(">ii", 1, 1)
 _XERIAL_BLOCK = 32 * 1024
@@ -80,23 +106,35 @@ def _snappy_decompress(data: bytes) -> bytes:
     return bytes(out)
 
 
-def compress(codec: Compression, data: bytes) -> bytes:
+def compress(codec: Compression, data: bytes, level: int | None = None) -> bytes:
+    """`data` compressed with `codec`; `level` (Kafka's range for the codec, see `level_problem`)
+    or None for the codec's usual level (gzip 6, lz4 fast, zstd cramjam's default)."""
     if codec is Compression.NONE:
         return data
+    if level is not None and codec is not Compression.SNAPPY:
+        problem = level_problem(codec, level)
+        if problem is not None:
+            raise ValueError(f"{codec.name.lower()} compression level {level} {problem}")
     if codec is Compression.GZIP:
-        return gzip.compress(data, compresslevel=6, mtime=0)
+        gzip_level = _ZLIB_DEFAULT_LEVEL if level in (None, GZIP_DEFAULT_LEVEL) else level
+        return gzip.compress(data, compresslevel=gzip_level, mtime=0)
     if codec is Compression.SNAPPY:
         return _snappy_compress(data)
     if codec is Compression.LZ4:
+        # python-lz4: levels below 3 are the fast compressor, 3..16 the HC one.
+        lz4_level = 0 if level is None or level == 1 else min(level, _PYTHON_LZ4_MAX_LEVEL)
         return lz4.frame.compress(
             data,
+            compression_level=lz4_level,
             block_size=lz4.frame.BLOCKSIZE_MAX64KB,
             block_linked=False,
             content_checksum=False,
             store_size=False,
         )
     if codec is Compression.ZSTD:
-        return bytes(cramjam.zstd.compress(data))
+        if level is None:
+            return bytes(cramjam.zstd.compress(data))
+        return bytes(cramjam.zstd.compress(data, level=level))
     raise ValueError(f"unknown compression codec {codec}")
 
 

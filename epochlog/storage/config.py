@@ -10,6 +10,10 @@ ones by name). -1 means unlimited for the retention limits, as in Kafka.
 latest record of each key, see `compaction.py`) or both, `compact,delete`. The compaction keys
 (`min.cleanable.dirty.ratio`, `min.compaction.lag.ms`, `max.compaction.lag.ms`,
 `delete.retention.ms`) only matter to a compacted log.
+
+`compression.type` (`producer` or a codec) and the codec levels (`compression.gzip.level`,
+`compression.lz4.level`, `compression.zstd.level`, KIP-390) say how the leader stores produced
+batches (`protocol/recompression.py`).
 """
 
 from __future__ import annotations
@@ -17,6 +21,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from epochlog.protocol.compression import (
+    GZIP_DEFAULT_LEVEL,
+    LZ4_DEFAULT_LEVEL,
+    ZSTD_DEFAULT_LEVEL,
+    Compression,
+    level_problem,
+)
+from epochlog.protocol.recompression import PRODUCER, compression_type_problem
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
@@ -75,6 +88,13 @@ class LogConfig:
     # delete.retention.ms (broker: log.cleaner.delete.retention.ms): how long a tombstone stays
     # once the cleaner has first kept it (KIP-534's delete horizon).
     delete_retention_ms: int = _DAY_MS
+    # compression.type (broker: compression.type): producer (as sent) or the codec to store with.
+    compression_type: str = PRODUCER
+    # compression.gzip.level, compression.lz4.level, compression.zstd.level (broker: the same
+    # keys): the level the broker compresses with when it rebuilds a batch (Kafka 3.8+).
+    compression_gzip_level: int = GZIP_DEFAULT_LEVEL
+    compression_lz4_level: int = LZ4_DEFAULT_LEVEL
+    compression_zstd_level: int = ZSTD_DEFAULT_LEVEL
 
     def __post_init__(self) -> None:
         # 61 bytes is the smallest batch; a smaller segment could never hold one.
@@ -98,6 +118,17 @@ class LogConfig:
             raise ValueError(
                 f"cleanup.policy {self.cleanup_policy!r} must be delete, compact or compact,delete"
             )
+        problem = compression_type_problem(self.compression_type)
+        if problem is not None:
+            raise ValueError(f"compression.type {problem}")
+        for key, codec, level in (
+            ("compression.gzip.level", Compression.GZIP, self.compression_gzip_level),
+            ("compression.lz4.level", Compression.LZ4, self.compression_lz4_level),
+            ("compression.zstd.level", Compression.ZSTD, self.compression_zstd_level),
+        ):
+            problem = level_problem(codec, level)
+            if problem is not None:
+                raise ValueError(f"{key}={level} {problem}")
         if self.message_timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
             raise ValueError(
                 f"message.timestamp.type must be CreateTime or LogAppendTime, "
@@ -123,6 +154,16 @@ class LogConfig:
         """The most a batch's records may take decompressed (produce validation and reads)."""
         return self.decompressed_max_multiple * self.max_message_bytes
 
+    def compression_level(self, codec: Compression) -> int | None:
+        """The level to compress with `codec` at (None: snappy and uncompressed have none)."""
+        if codec is Compression.GZIP:
+            return self.compression_gzip_level
+        if codec is Compression.LZ4:
+            return self.compression_lz4_level
+        if codec is Compression.ZSTD:
+            return self.compression_zstd_level
+        return None
+
     def with_topic_overrides(self, overrides: Mapping[str, str]) -> LogConfig:
         """A copy with topic-level settings applied, keyed by Kafka's topic config names."""
         changes: dict[str, object] = {}
@@ -131,7 +172,7 @@ class LogConfig:
             if field_name is None:
                 known = ", ".join(sorted(TOPIC_CONFIG_FIELDS))
                 raise ValueError(f"unknown topic config {key!r}; known: {known}")
-            if field_name == "message_timestamp_type":
+            if field_name in ("message_timestamp_type", "compression_type"):
                 changes[field_name] = raw.strip()
                 continue
             if field_name == "cleanup_policy":
@@ -173,6 +214,10 @@ TOPIC_CONFIG_FIELDS: dict[str, str] = {
     "min.compaction.lag.ms": "min_compaction_lag_ms",
     "max.compaction.lag.ms": "max_compaction_lag_ms",
     "delete.retention.ms": "delete_retention_ms",
+    "compression.type": "compression_type",
+    "compression.gzip.level": "compression_gzip_level",
+    "compression.lz4.level": "compression_lz4_level",
+    "compression.zstd.level": "compression_zstd_level",
 }
 
 

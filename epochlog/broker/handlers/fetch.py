@@ -11,7 +11,8 @@ tells the client there is no session, so it sends full fetch requests (librdkafk
 and aiokafka all cope). The last stable offset equals the high watermark (no transactions); a
 READ_COMMITTED fetch gets an empty AbortedTransactions list, a READ_UNCOMMITTED one null, as
 Kafka sends them. Partitions that answer NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH carry the
-leader this broker knows (CurrentLeader, v12+; NodeEndpoints, v16+).
+leader this broker knows (CurrentLeader, v12+; NodeEndpoints, v16+). A consumer's Fetch below v10
+on a topic whose compression.type is zstd answers UNSUPPORTED_COMPRESSION_TYPE, as Kafka does.
 """
 
 from __future__ import annotations
@@ -27,10 +28,11 @@ from epochlog.broker.reads import (
     PartitionFetchResult,
     fetch_messages,
 )
-from epochlog.broker.replica_manager import known_topic_id
+from epochlog.broker.replica_manager import ReplicaManager, known_topic_id
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import Request
 from epochlog.protocol.errors import ErrorCode
+from epochlog.protocol.recompression import ZSTD_MIN_FETCH_VERSION, fetch_compression_error
 
 R = m.FetchResponse
 _REDIRECT = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH)
@@ -75,6 +77,9 @@ async def handle_fetch(
         else:
             topic_id, name = None, topic.topic
         for p in topic.partitions:
+            partition_error = error
+            if error is ErrorCode.NONE and replica_id < 0 and version < ZSTD_MIN_FETCH_VERSION:
+                partition_error = _old_consumer_error(rm, name, p.partition, version)
             requests.append(
                 PartitionFetch(
                     topic=name,
@@ -85,11 +90,19 @@ async def handle_fetch(
                     last_fetched_epoch=p.last_fetched_epoch,
                     log_start_offset=p.log_start_offset,
                     topic_id=topic_id,
-                    error=error,
+                    error=partition_error,
                 )
             )
     results = await fetch_messages(rm, params, requests)
     return _response(services, body, version, results, connection.listener)
+
+
+def _old_consumer_error(rm: ReplicaManager, topic: str, index: int, version: int) -> ErrorCode:
+    """UNSUPPORTED_COMPRESSION_TYPE for a consumer's Fetch below v10 on a zstd topic."""
+    partition = rm.get_partition(topic, index)
+    if partition is None:
+        return ErrorCode.NONE  # the read answers for a partition this broker does not have
+    return fetch_compression_error(version, partition.log.config.compression_type)
 
 
 def _response(
