@@ -49,6 +49,8 @@ from epochlog.protocol.messages import (
     produce,
     stop_replica,
     sync_group,
+    transaction_records,
+    transactions,
     update_metadata,
 )
 
@@ -154,3 +156,21 @@ GroupMetadataValue = message_class(group_records.GROUP_METADATA_VALUE)
 # The consumer protocol's JoinGroup and SyncGroup metadata (data schemas, no API key).
 ConsumerProtocolSubscription = message_class(consumer_protocol.SUBSCRIPTION)
 ConsumerProtocolAssignment = message_class(consumer_protocol.ASSIGNMENT)
+
+# The transaction APIs (issue 17), not yet served: not in `protocol.api.APIS`.
+AddPartitionsToTxnRequest = message_class(transactions.ADD_PARTITIONS_REQUEST)
+AddPartitionsToTxnResponse = message_class(transactions.ADD_PARTITIONS_RESPONSE)
+AddOffsetsToTxnRequest = message_class(transactions.ADD_OFFSETS_REQUEST)
+AddOffsetsToTxnResponse = message_class(transactions.ADD_OFFSETS_RESPONSE)
+EndTxnRequest = message_class(transactions.END_TXN_REQUEST)
+EndTxnResponse = message_class(transactions.END_TXN_RESPONSE)
+TxnOffsetCommitRequest = message_class(transactions.TXN_OFFSET_COMMIT_REQUEST)
+TxnOffsetCommitResponse = message_class(transactions.TXN_OFFSET_COMMIT_RESPONSE)
+DescribeTransactionsRequest = message_class(transactions.DESCRIBE_TRANSACTIONS_REQUEST)
+DescribeTransactionsResponse = message_class(transactions.DESCRIBE_TRANSACTIONS_RESPONSE)
+ListTransactionsRequest = message_class(transactions.LIST_TRANSACTIONS_REQUEST)
+ListTransactionsResponse = message_class(transactions.LIST_TRANSACTIONS_RESPONSE)
+
+# __transaction_state record keys and values (Kafka's data schemas, no API key).
+TransactionLogKey = message_class(transaction_records.TRANSACTION_LOG_KEY)
+TransactionLogValue = message_class(transaction_records.TRANSACTION_LOG_VALUE)
