@@ -50,7 +50,9 @@ class Coordinator:
         self.log: list[tuple[bytes, bytes | None]] = log if log is not None else []
         self.shard = TransactionCoordinatorShard(lambda: next(self.ids), epoch, TxnConfig())
         for key, value in self.log:
-            self.shard.replay(CODEC.decode(key, value))
+            record = CODEC.decode(key, value)
+            assert record is not None
+            self.shard.replay(record)
         self.on_load = self.shard.loaded(0)
 
     def run(self, effects: Effects) -> Effects:
@@ -223,8 +225,15 @@ def test_verify_only_answers_whether_each_partition_was_added() -> None:
     effects = c.run(c.shard.add_partitions(request, "h", 0))
     assert effects.records == []
     assert c.reply(effects) == AddPartitionsReply(
-        "tx", {("t", 0): E.NONE, ("t", 9): E.INVALID_TXN_STATE}
+        "tx", {("t", 0): E.NONE, ("t", 9): E.TRANSACTION_ABORTABLE}
     )
+    c.end("tx", 1000, 0, True)
+    effects = c.run(c.shard.add_partitions(request, "h", 0))
+    assert c.reply(effects).errors == dict.fromkeys(request.partitions, E.CONCURRENT_TRANSACTIONS)
+    stale = AddPartitions("tx", 1000, 5, (("t", 0),), verify_only=True)
+    assert c.reply(c.run(c.shard.add_partitions(stale, "h", 0))).errors == {
+        ("t", 0): E.PRODUCER_FENCED
+    }
 
 
 def test_add_offsets_adds_the_groups_consumer_offsets_partition() -> None:

@@ -72,16 +72,35 @@ def test_key_is_version_0_and_the_transactional_id() -> None:
     assert encode_key("tx-1") == KEY
 
 
-def test_value_v1_is_what_we_write() -> None:
-    assert encode_value(ONGOING) == VALUE_V1
-
-
-def test_value_v0_matches_kafkas_layout() -> None:
-    assert encode_value(ONGOING, version=0) == VALUE_V0
+def test_value_v0_is_what_we_write_as_kafka_39_does() -> None:
+    assert encode_value(ONGOING) == VALUE_V0
     assert decode_value("tx-1", VALUE_V0) == ONGOING
 
 
-def test_previous_producer_id_is_tag_0_and_survives_a_reload() -> None:
+def test_value_v1_matches_kafkas_flexible_layout() -> None:
+    assert encode_value(ONGOING, version=1) == VALUE_V1
+    assert decode_value("tx-1", VALUE_V1) == ONGOING
+
+
+def test_an_empty_ids_partitions_are_written_as_null() -> None:
+    empty = replace(ONGOING, state=TxnState.EMPTY, partitions=frozenset(), start_ms=-1)
+    expected = (
+        w.i16(0)
+        + w.i64(4000)
+        + w.i16(3)
+        + w.i32(60_000)
+        + w.i8(0)
+        + w.array(None)
+        + w.i64(1_700_000_000_500)
+        + w.i64(-1)
+    )
+    assert encode_value(empty) == expected
+    assert decode_value("tx-1", expected) == empty
+    with pytest.raises(ValueError, match="Empty transaction has no partitions"):
+        encode_value(replace(ONGOING, state=TxnState.EMPTY))
+
+
+def test_v1_carries_the_previous_producer_id_as_tag_0() -> None:
     rotated = TxnMetadata(
         transactional_id="tx-1",
         producer_id=4001,
@@ -99,7 +118,7 @@ def test_previous_producer_id_is_tag_0_and_survives_a_reload() -> None:
         + w.i16(0)
         + w.i32(60_000)
         + w.i8(0)
-        + w.carray([])
+        + w.carray(None)
         + w.i64(5)
         + w.i64(-1)
         + w.uv(1)
@@ -107,8 +126,9 @@ def test_previous_producer_id_is_tag_0_and_survives_a_reload() -> None:
         + w.uv(8)
         + w.i64(4000)
     )
-    assert encode_value(rotated) == expected
+    assert encode_value(rotated, version=1) == expected
     assert decode_value("tx-1", expected) == rotated
+    assert decode_value("tx-1", encode_value(rotated)).previous_producer_id == -1  # v0: lost
 
 
 def test_kafka_4s_client_transaction_version_tag_is_read_and_ignored() -> None:
@@ -142,7 +162,8 @@ def test_a_null_partition_list_reads_as_no_partitions() -> None:
     ],
 )
 def test_each_written_state_has_kafkas_byte(state: TxnState, byte: int) -> None:
-    data = encode_value(replace(ONGOING, state=state), version=0)
+    partitions = frozenset() if state is TxnState.EMPTY else ONGOING.partitions
+    data = encode_value(replace(ONGOING, state=state, partitions=partitions), version=0)
     assert data[2 + 8 + 2 + 4] == byte
     assert decode_value("tx-1", data).state is state
 
@@ -157,14 +178,14 @@ def test_codec_writes_a_tombstone_for_an_expired_id_and_reads_both_back() -> Non
     codec = TransactionStateCodec()
     assert codec.encode(TxnTombstone("tx-1")) == (KEY, None)
     assert codec.decode(KEY, None) == TxnTombstone("tx-1")
-    assert codec.encode(TxnRecord(ONGOING)) == (KEY, VALUE_V1)
-    assert codec.decode(KEY, VALUE_V0) == TxnRecord(ONGOING)
+    assert codec.encode(TxnRecord(ONGOING)) == (KEY, VALUE_V0)
+    assert codec.decode(KEY, VALUE_V1) == TxnRecord(ONGOING)
 
 
 def test_bad_input_names_what_was_wrong() -> None:
     with pytest.raises(DecodeError, match="TransactionLogValue"):
         decode_value("tx-1", w.i16(9) + VALUE_V1_FIELDS)
     with pytest.raises(DecodeError, match="TransactionLogKey"):
-        TransactionStateCodec().decode(w.i16(1) + w.string("tx-1"), None)
+        TransactionStateCodec().decode(b"\x00", None)
     with pytest.raises(ValueError, match="TransactionStatus 42"):
         decode_value("tx-1", VALUE_V0[:16] + w.i8(42) + VALUE_V0[17:])

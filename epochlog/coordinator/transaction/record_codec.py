@@ -2,13 +2,16 @@
 (`protocol/messages/transaction_records.py`), so Kafka's tooling reads what the coordinator
 writes and the coordinator reads what Kafka wrote.
 
-Values are written at version 1 (flexible), so the previous producer id survives a failover (a
-retried KIP-360 InitProducerId is recognised by it); version 0 is read too. PrepareEpochFence is
-never written (it is a pending state) and Dead is written as a tombstone.
+Values are written at version 0, as Kafka does until `transaction.version` 1 (Kafka 4's KIP-890
+part 2, which ZooKeeper mode never enables) makes them flexible; version 1 is read too, with its
+tagged previous and next producer ids. As in Kafka, an Empty id's partitions are written as null,
+PrepareEpochFence is never written (it is a pending state), an expired id is a tombstone, and a
+key of a version Kafka does not know is skipped with a warning, not an error.
 """
 
 from __future__ import annotations
 
+import logging
 import struct
 
 from epochlog.coordinator.transaction.records import TransactionRecord, TxnRecord, TxnTombstone
@@ -18,7 +21,8 @@ from epochlog.protocol.errors import DecodeError
 from epochlog.protocol.messages import TransactionLogKey, TransactionLogValue
 
 KEY_VERSION = 0
-VALUE_VERSION = 1
+VALUE_VERSION = 0
+log = logging.getLogger(__name__)
 _VERSION = struct.Struct(">h")
 
 
@@ -35,15 +39,21 @@ def encode_key(transactional_id: str) -> bytes:
     return bytes(out)
 
 
-def decode_key(data: bytes) -> str:
+def decode_key(data: bytes) -> str | None:
+    """The transactional id, or None for a key version Kafka does not know (it skips those)."""
     version = _read_version("TransactionLogKey", data)
     if version != KEY_VERSION:
-        raise DecodeError("TransactionLogKey", version, None, "unknown version (Kafka knows 0)")
+        return None
     key, _ = decode_from(TransactionLogKey, data, version, _VERSION.size)
     return str(key.transactional_id)
 
 
 def encode_value(metadata: TxnMetadata, version: int = VALUE_VERSION) -> bytes:
+    if metadata.state is TxnState.EMPTY and metadata.partitions:
+        raise ValueError(
+            f"transactional id {metadata.transactional_id!r}: an Empty transaction has no "
+            f"partitions, yet {sorted(metadata.partitions)} were given"
+        )
     if metadata.state in (TxnState.PREPARE_EPOCH_FENCE, TxnState.DEAD):
         raise ValueError(
             f"transactional id {metadata.transactional_id!r}: state "
@@ -54,12 +64,15 @@ def encode_value(metadata: TxnMetadata, version: int = VALUE_VERSION) -> bytes:
         by_topic.setdefault(topic, []).append(partition)
     value = TransactionLogValue(
         producer_id=metadata.producer_id,
-        previous_producer_id=metadata.previous_producer_id,
-        next_producer_id=metadata.next_producer_id,
+        # tagged fields of v1 only: v0 drops them, as Kafka's v0 records do
+        previous_producer_id=metadata.previous_producer_id if version >= 1 else -1,
+        next_producer_id=metadata.next_producer_id if version >= 1 else -1,
         producer_epoch=metadata.producer_epoch,
         transaction_timeout_ms=metadata.timeout_ms,
         transaction_status=metadata.state.byte,
-        transaction_partitions=[
+        transaction_partitions=None
+        if metadata.state is TxnState.EMPTY
+        else [
             TransactionLogValue.PartitionsSchema(topic=t, partition_ids=ps)
             for t, ps in by_topic.items()
         ],
@@ -76,15 +89,15 @@ def decode_value(transactional_id: str, data: bytes) -> TxnMetadata:
     if version not in TransactionLogValue.SCHEMA.valid:
         raise DecodeError("TransactionLogValue", version, None, "unknown version (Kafka knows 0-1)")
     value, _ = decode_from(TransactionLogValue, data, version, _VERSION.size)
+    state = TxnState.from_byte(value.transaction_status)
+    listed = () if state is TxnState.EMPTY else value.transaction_partitions or ()
     return TxnMetadata(
         transactional_id=transactional_id,
         producer_id=value.producer_id,
         producer_epoch=value.producer_epoch,
         timeout_ms=value.transaction_timeout_ms,
-        state=TxnState.from_byte(value.transaction_status),
-        partitions=frozenset(
-            (p.topic, i) for p in value.transaction_partitions or () for i in p.partition_ids
-        ),
+        state=state,
+        partitions=frozenset((p.topic, i) for p in listed for i in p.partition_ids),
         last_update_ms=value.transaction_last_update_timestamp_ms,
         start_ms=value.transaction_start_timestamp_ms,
         previous_producer_id=value.previous_producer_id,
@@ -101,8 +114,12 @@ class TransactionStateCodec:
             return encode_key(record.transactional_id), None
         raise TypeError(f"not a transaction coordinator record: {record!r}")
 
-    def decode(self, key: bytes, value: bytes | None) -> TransactionRecord:
+    def decode(self, key: bytes, value: bytes | None) -> TransactionRecord | None:
+        """The record, or None for a key Kafka's loader skips."""
         transactional_id = decode_key(key)
+        if transactional_id is None:
+            log.warning("__transaction_state: skipping a record with key version %r", key[:2].hex())
+            return None
         if value is None:
             return TxnTombstone(transactional_id)
         return TxnRecord(decode_value(transactional_id, value))

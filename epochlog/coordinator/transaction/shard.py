@@ -267,6 +267,8 @@ class TransactionCoordinatorShard:
             effects.reply(handle, AddPartitionsReply(request.transactional_id, errors))
             return effects
 
+        if request.verify_only:
+            return answer(self._verify(request, wanted))
         metadata, error = self._check_producer(
             request.transactional_id, request.producer_id, request.producer_epoch
         )
@@ -276,18 +278,30 @@ class TransactionCoordinatorShard:
             error = E.INVALID_TXN_STATE
         if error is not E.NONE or metadata is None:
             return answer({tp: error for tp in wanted})
-        if request.verify_only:
-            # A leader asks whether a transactional write's partition was added (KIP-890).
-            return answer(
-                {
-                    tp: E.NONE
-                    if metadata.state is S.ONGOING and tp in metadata.partitions
-                    else E.INVALID_TXN_STATE
-                    for tp in wanted
-                }
-            )
         self._add(effects, metadata, wanted, now_ms)
         return answer({tp: E.NONE for tp in wanted})
+
+    def _verify(
+        self, request: AddPartitions, wanted: frozenset[tuple[str, int]]
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """A partition leader asks whether a transactional write's partition was added (KIP-890
+        part 1). As in Kafka, a pending record is not waited for (the marker is the final check)
+        and a partition not in the transaction is TRANSACTION_ABORTABLE."""
+        metadata = self.transactions.get(request.transactional_id)
+        if not request.transactional_id:
+            error = E.INVALID_REQUEST
+        elif metadata is None or metadata.producer_id != request.producer_id:
+            error = E.INVALID_PRODUCER_ID_MAPPING
+        elif metadata.producer_epoch != request.producer_epoch:
+            error = E.PRODUCER_FENCED
+        elif metadata.state in PREPARED:
+            error = E.CONCURRENT_TRANSACTIONS
+        else:
+            return {
+                tp: E.NONE if tp in metadata.partitions else E.TRANSACTION_ABORTABLE
+                for tp in wanted
+            }
+        return dict.fromkeys(wanted, error)
 
     def _add(
         self,
