@@ -98,3 +98,16 @@ def test_the_check_sees_a_forbidden_import(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", tmp_path)
     found = imported_packages("client")
     assert found == {"broker": {"client/x.py"}, "protocol": {"client/x.py"}}
+
+
+def test_the_two_coordinators_do_not_import_each_other() -> None:
+    """coordinator/group and coordinator/transaction sit side by side: what they share belongs
+    below them (protocol), so either can change or move without the other."""
+    for package, other in (("group", "transaction"), ("transaction", "group")):
+        for path in sorted((PACKAGE / "coordinator" / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.ImportFrom) and node.module:
+                    assert not node.module.startswith(f"epochlog.coordinator.{other}"), path
+                elif isinstance(node, ast.Import):
+                    for alias in node.names:
+                        assert not alias.name.startswith(f"epochlog.coordinator.{other}"), path

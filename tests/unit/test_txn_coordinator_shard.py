@@ -346,7 +346,8 @@ def test_describe_and_list_transactions() -> None:
     c = Coordinator()
     begun(c, "a")
     c.init("b")
-    described = c.shard.describe(["a", "missing"])
+    described = c.shard.describe(["a", "missing", ""])
+    assert described[2].error is E.INVALID_REQUEST
     assert described[0].state == "Ongoing" and described[0].topics == {"t": (0, 1)}
     assert (described[0].producer_id, described[0].timeout_ms) == (1000, TIMEOUT)
     assert described[1].error is E.TRANSACTIONAL_ID_NOT_FOUND

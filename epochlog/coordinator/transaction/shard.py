@@ -449,7 +449,10 @@ class TransactionCoordinatorShard:
         described = []
         for transactional_id in transactional_ids:
             metadata = self.transactions.get(transactional_id)
-            if metadata is None or metadata.state is S.DEAD:
+            if not transactional_id:
+                described.append(TransactionDescription(transactional_id, E.INVALID_REQUEST))
+                continue
+            if metadata is None or metadata.state is S.DEAD:  # Dead: being expired
                 described.append(
                     TransactionDescription(transactional_id, E.TRANSACTIONAL_ID_NOT_FOUND)
                 )
