@@ -22,8 +22,11 @@ A `Partition` wraps the partition's `PartitionLog` with what replication needs (
   manager checkpoints it.
 - follower writes: `append_records_as_follower` (the leader's batches as they are) and the
   truncations a replica fetcher decides (`truncate_as_follower`, `truncate_fully_as_follower`).
-- producer state for idempotent producers, consulted before each leader append and kept up to
-  date by follower appends (a follower may become leader).
+- producer state for idempotent and transactional producers, consulted before each leader
+  append and kept up to date by follower appends (a follower may become leader); transaction
+  markers (`append_marker_as_leader`, WriteTxnMarkers) end transactions, and the last stable
+  offset is min(first unstable offset, HW). A read_committed read stops at the LSO and carries
+  the aborted transactions it overlaps.
 - `storage_damage`: set when the log was found damaged and cut (issue 14); the replica then
   answers KAFKA_STORAGE_ERROR and refuses leadership until it becomes a follower.
 
@@ -48,9 +51,15 @@ from epochlog.broker.isr_rules import (
     PendingIsrChange,
     ReplicationSettings,
 )
-from epochlog.broker.producer_state import ProducerStateManager, Verdict, last_sequence
+from epochlog.broker.producer_state import (
+    AbortedTxn,
+    ProducerStateManager,
+    Verdict,
+    last_sequence,
+)
+from epochlog.protocol.control_records import EndTxnMarker, build_marker_batch, read_marker
 from epochlog.protocol.errors import ErrorCode
-from epochlog.protocol.records import BatchHeader
+from epochlog.protocol.records import BatchHeader, iter_batches, parse_batch_header
 from epochlog.storage import FileSlice, PartitionLog
 from epochlog.storage.log import AppendInfo
 from epochlog.storage.segment import TimestampAndOffset
@@ -61,6 +70,8 @@ LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
 
 
 class PartitionError(Exception):
@@ -135,6 +146,9 @@ class ReadResult:
     log_start_offset: int
     log_end_offset: int
     diverging_epoch: rules.DivergingEpoch | None = None
+    last_stable_offset: int = -1
+    # read_committed only: the aborted transactions the read's range overlaps
+    aborted_transactions: list[AbortedTxn] | None = None
 
 
 @dataclass(slots=True)
@@ -197,8 +211,10 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        """No transactions: the last stable offset is the high watermark."""
-        return self.high_watermark
+        """min(first offset of a transaction not yet settled below the HW, HW)."""
+        hw = self.high_watermark
+        first_unstable = self.producer_state.first_unstable_offset(hw)
+        return hw if first_unstable is None else min(first_unstable, hw)
 
     # ------------------------------------------------------------------- role changes
 
@@ -366,7 +382,40 @@ class Partition:
                 info.first_offset,
                 info.last_offset,
                 now_ms,
+                header.is_transactional,
             )
+        moved = self.maybe_increment_high_watermark(now_ms)
+        return LeaderAppendResult(
+            info.first_offset,
+            info.last_offset,
+            info.log_append_time,
+            info.log_start_offset,
+            high_watermark_moved=moved,
+        )
+
+    def append_marker_as_leader(
+        self, producer_id: int, producer_epoch: int, marker: EndTxnMarker, now_ms: int
+    ) -> LeaderAppendResult:
+        """Append a COMMIT or ABORT marker that ends the producer's transaction (WriteTxnMarkers,
+        Kafka's AppendOrigin.COORDINATOR: no sequence, no producer batch checks)."""
+        if not self.is_leader:
+            raise PartitionError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"{self.name}: this broker ({self.local_broker_id}) is not the leader "
+                f"(leader {self.leader_id}, epoch {self.leader_epoch})",
+            )
+        check = self.producer_state.check_marker(
+            producer_id, producer_epoch, marker.coordinator_epoch
+        )
+        if check.verdict is Verdict.REJECT:
+            raise PartitionError(check.error, check.message)
+        records = build_marker_batch(producer_id, producer_epoch, marker, now_ms)
+        info = self.log.append_as_leader(
+            records, self.leader_epoch, now_ms, validated=parse_batch_header(records)
+        )
+        self.producer_state.complete_txn(
+            producer_id, producer_epoch, marker, info.first_offset, now_ms
+        )
         moved = self.maybe_increment_high_watermark(now_ms)
         return LeaderAppendResult(
             info.first_offset,
@@ -379,11 +428,17 @@ class Partition:
     def append_records_as_follower(
         self, records: bytes | bytearray | memoryview, now_ms: int
     ) -> AppendInfo:
-        """Append the leader's batches as they are (offsets, epochs) and track their producers."""
+        """Append the leader's batches as they are (offsets, epochs) and track their producers,
+        ending transactions at the leader's markers."""
         info = self.log.append_as_follower(records, now_ms)
+        markers: dict[int, EndTxnMarker | None] = {}
+        if any(header.is_control for header in info.headers):
+            for position, header in iter_batches(records):
+                if header.is_control:
+                    markers[header.base_offset] = read_marker(records, position)
         for header in info.headers:
             if header.producer_id >= 0:
-                self.producer_state.record_batch(header, now_ms)
+                self.producer_state.record_batch(header, now_ms, markers.get(header.base_offset))
         return info
 
     def update_follower_log_start_offset(self, leader_log_start_offset: int) -> bool:
@@ -436,11 +491,14 @@ class Partition:
         min_one_batch: bool,
         up_to_high_watermark: bool,
         fetch_only_from_leader: bool = True,
+        isolation_level: int = READ_UNCOMMITTED,
     ) -> ReadResult:
-        """Records for a consumer (up to the HW) or a follower (up to the LEO), or the point
-        where the fetcher's log diverged from this one."""
+        """Records for a consumer (up to the HW, or the LSO with read_committed, which also
+        gets the aborted transactions in that range) or a follower (up to the LEO), or the
+        point where the fetcher's log diverged from this one."""
         self._check_leader(current_leader_epoch, fetch_only_from_leader)
         hw = self.high_watermark
+        lso = self.last_stable_offset
         log = self.log
         divergence = rules.check_divergence(
             last_fetched_epoch=last_fetched_epoch,
@@ -458,12 +516,24 @@ class Partition:
             )
         if divergence is not None:
             return ReadResult(
-                FileSlice.empty(), hw, log.log_start_offset, log.log_end_offset, divergence
+                FileSlice.empty(), hw, log.log_start_offset, log.log_end_offset, divergence, lso
             )
-        records = log.read(
-            fetch_offset, max_bytes, hw if up_to_high_watermark else None, min_one_batch
+        committed = up_to_high_watermark and isolation_level == READ_COMMITTED
+        limit = (lso if committed else hw) if up_to_high_watermark else None
+        records = log.read(fetch_offset, max_bytes, limit, min_one_batch)
+        aborted = None
+        if committed:
+            # Bounded by the LSO rather than the last batch read: a superset, which consumers
+            # match against the batches they get.
+            aborted = self.producer_state.aborted_transactions(fetch_offset, lso)
+        return ReadResult(
+            records,
+            hw,
+            log.log_start_offset,
+            log.log_end_offset,
+            last_stable_offset=lso,
+            aborted_transactions=aborted,
         )
-        return ReadResult(records, hw, log.log_start_offset, log.log_end_offset)
 
     def fetch_offset_for_timestamp(
         self,
@@ -473,13 +543,19 @@ class Partition:
         is_client: bool,
         fetch_only_from_leader: bool,
         version: int,
+        isolation_level: int = READ_UNCOMMITTED,
     ) -> TimestampAndOffset | None:
-        """ListOffsets: -1 latest (HW for clients, LEO for replicas), -2 / -4 earliest,
-        -3 the record with the max timestamp, else the first record at or after `timestamp`
-        below the last fetchable offset. None: no such record."""
+        """ListOffsets: -1 latest (for clients the HW, or the LSO with read_committed; the LEO
+        for replicas), -2 / -4 earliest, -3 the record with the max timestamp, else the first
+        record at or after `timestamp` below the last fetchable offset. None: no such record."""
         self._check_leader(current_leader_epoch, fetch_only_from_leader)
         log = self.log
-        last_fetchable = self.high_watermark if is_client else log.log_end_offset
+        if not is_client:
+            last_fetchable = log.log_end_offset
+        elif isolation_level == READ_COMMITTED:
+            last_fetchable = self.last_stable_offset
+        else:
+            last_fetchable = self.high_watermark
         if timestamp == LATEST_TIMESTAMP:
             error = rules.latest_offset_error(
                 is_client=is_client,
@@ -516,11 +592,17 @@ def _now_ms() -> int:
 def rebuild_producer_state(
     state: ProducerStateManager, partition_log: PartitionLog, now_ms: int
 ) -> None:
-    """Replay the producer fields of every batch header in the log (no records are read)."""
+    """Replay the producer fields of every batch header in the log; only control batches are
+    read whole, for their transaction markers."""
+    markers: dict[int, EndTxnMarker | None] = {}
 
     def headers() -> Iterator[BatchHeader]:
         for segment in partition_log.segments:
-            for _, header in segment.iter_batches():
+            for position, header in segment.iter_batches():
+                if header.is_control and header.producer_id >= 0:
+                    markers[header.base_offset] = read_marker(
+                        segment.read_batch(position, header)
+                    )
                 yield header
 
-    state.rebuild(headers(), now_ms)
+    state.rebuild(headers(), now_ms, markers)

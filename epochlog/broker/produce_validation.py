@@ -2,9 +2,11 @@
 
 Request level (every partition gets the same answer):
 - acks must be 0, 1 or -1, else INVALID_REQUIRED_ACKS.
-- A TransactionalId: epochlog has no transactions, so the request is refused with
-  TRANSACTIONAL_ID_AUTHORIZATION_FAILED, the answer Kafka gives a producer that may not use
-  its transactional id; every client treats it as fatal rather than retrying.
+- Transactional batches in a request without a TransactionalId:
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka's KafkaApis answers. A request with a
+  TransactionalId is accepted as Kafka before KIP-890 accepts it (the leader does not ask the
+  coordinator); until epochlog has a transaction coordinator, InitProducerId refuses
+  transactional ids, so clients stop there.
 
 Partition level, Kafka's order (`ProduceRequest.validateRecords`, then `LogValidator`):
 - v3+ must carry exactly one whole magic-2 batch: none, a partial one, more than one, or another
@@ -12,8 +14,8 @@ Partition level, Kafka's order (`ProduceRequest.validateRecords`, then `LogValid
 - zstd before v7 is UNSUPPORTED_COMPRESSION_TYPE; an unknown codec id is INVALID_RECORD.
 - A batch bigger than max.message.bytes is MESSAGE_TOO_LARGE.
 - The CRC-32C must match: CORRUPT_MESSAGE.
-- Control batches, transactional batches, counts that disagree with the offset delta, and a
-  producer id without a base sequence are INVALID_RECORD.
+- Control batches, transactional batches without a producer id, counts that disagree with the
+  offset delta, and a producer id without a base sequence are INVALID_RECORD.
 - Then every record is walked, a compressed batch decompressed as a stream that stops at
   `max_decompressed_bytes` (`protocol.record_validation`): a payload that does not decompress or
   records that do not parse are CORRUPT_MESSAGE; a record count, offset delta, record size or
@@ -27,6 +29,8 @@ the batch and the message; the caller appends nothing for that partition.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from epochlog.protocol.compression import Compression
 from epochlog.protocol.errors import ErrorCode
@@ -64,18 +68,34 @@ class ProduceValidationError(Exception):
         self.record_errors = record_errors or []
 
 
-def request_error(acks: int, transactional_id: str | None) -> ProduceValidationError | None:
+def request_error(
+    acks: int, transactional_id: str | None, has_transactional_batches: bool = False
+) -> ProduceValidationError | None:
     """A request-level problem that applies to every partition, or None."""
     if acks not in VALID_ACKS:
         return ProduceValidationError(
             ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks}; it must be 0, 1 or -1"
         )
-    if transactional_id is not None:
+    if has_transactional_batches and transactional_id is None:
         return ProduceValidationError(
             ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-            f"transactional id {transactional_id!r}: epochlog does not support transactions",
+            "transactional batches in a produce request without a transactional id",
         )
     return None
+
+
+def has_transactional_batch(
+    records: Iterable[bytes | bytearray | memoryview | None],
+) -> bool:
+    """Whether any partition's (first) batch is flagged transactional, from its header only."""
+    for raw in records:
+        if (
+            raw is not None
+            and len(raw) >= BATCH_HEADER_SIZE
+            and parse_batch_header(raw).is_transactional
+        ):
+            return True
+    return False
 
 
 def validate_partition_records(
@@ -151,10 +171,9 @@ def validate_partition_records(
         raise ProduceValidationError(
             ErrorCode.INVALID_RECORD, f"{where}: producers may not send control batches"
         )
-    if header.is_transactional:
+    if header.is_transactional and header.producer_id < 0:
         raise ProduceValidationError(
-            ErrorCode.INVALID_RECORD,
-            f"{where}: transactional batch; epochlog does not support transactions",
+            ErrorCode.INVALID_RECORD, f"{where}: transactional batch without a producer id"
         )
     if header.records_count < 1 or header.records_count != header.last_offset_delta + 1:
         raise ProduceValidationError(

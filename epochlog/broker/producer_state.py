@@ -21,15 +21,29 @@ After a successful append the caller `record`s the batch with its assigned offse
 records are not read), so a restarted broker still recognises a retry of a batch it wrote before
 the restart. Entries idle for producer.id.expiration.ms are dropped by `remove_expired`; a rebuilt
 entry counts as active at rebuild time, so it survives at least that long after a restart.
+
+Transactions (Kafka's `ProducerStateManager` ongoing and unreplicated transactions). A
+producer's first transactional batch opens its transaction at that batch's offset; a commit or
+abort marker (a control batch, `check_marker` first on a leader) ends it. A marker from an older
+producer epoch is INVALID_PRODUCER_EPOCH, one from an older coordinator epoch than the last
+marker's TRANSACTION_COORDINATOR_FENCED; a non-transactional batch while the producer's
+transaction is open is INVALID_TXN_STATE. An ended transaction stays unstable until the high
+watermark passes its marker (so the LSO never runs ahead of what the ISR holds); the first
+unstable offset is the smallest first offset of an open or unreplicated transaction, and the
+partition's LSO is min(that, HW). Every abort is kept as an `AbortedTxn` (the entry of Kafka's
+`.txnindex`: producer id, first offset, marker offset, and the LSO when it was written), which a
+read_committed fetch lists for the range it returns. `rebuild` replays markers too (the caller
+reads each control batch's marker), so a restart or truncation restores all of it.
 """
 
 from __future__ import annotations
 
 import enum
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from epochlog.protocol.control_records import EndTxnMarker
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.records import BatchHeader
 
@@ -51,6 +65,8 @@ class ProducerEntry:
     epoch: int
     batches: deque[BatchMetadata] = field(default_factory=deque)
     last_timestamp: int = -1
+    coordinator_epoch: int = -1  # of the last marker written for this producer
+    current_txn_first_offset: int = -1  # -1: no open transaction
 
     @property
     def last_seq(self) -> int:
@@ -61,6 +77,26 @@ class ProducerEntry:
             if batch.first_seq == first_seq and batch.last_seq == last_seq:
                 return batch
         return None
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction ended by the marker at `last_offset`."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
+
+
+@dataclass(frozen=True, slots=True)
+class AbortedTxn:
+    """One entry of the aborted-transaction index (Kafka's `AbortedTxn`, 34 bytes on disk)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the abort marker's offset
+    last_stable_offset: int
 
 
 class Verdict(enum.Enum):
@@ -95,6 +131,9 @@ class ProducerStateManager:
         self.name = name
         self.max_batches = max_batches
         self._entries: dict[int, ProducerEntry] = {}
+        self._ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
+        self._unreplicated: list[CompletedTxn] = []  # ended, marker not yet below the HW
+        self._aborted: list[AbortedTxn] = []  # in marker order
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -109,7 +148,12 @@ class ProducerStateManager:
     # ------------------------------------------------------------------------- decisions
 
     def check(
-        self, producer_id: int, producer_epoch: int, first_seq: int, last_seq: int
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        first_seq: int,
+        last_seq: int,
+        is_transactional: bool = False,
     ) -> SequenceCheck:
         """What to do with a leader append of a batch with these producer fields."""
         if producer_id < 0:
@@ -143,6 +187,39 @@ class ProducerStateManager:
                 f"{self.name}: producer {producer_id} epoch {producer_epoch} sent sequence "
                 f"{first_seq}, expected {(entry.last_seq + 1) & INT32_MAX}",
             )
+        return self._check_txn_state(entry, is_transactional)
+
+    def _check_txn_state(self, entry: ProducerEntry, is_transactional: bool) -> SequenceCheck:
+        if not is_transactional and entry.current_txn_first_offset >= 0:
+            return SequenceCheck(
+                Verdict.REJECT,
+                ErrorCode.INVALID_TXN_STATE,
+                f"{self.name}: producer {entry.producer_id} sent a non-transactional batch while "
+                f"its transaction from offset {entry.current_txn_first_offset} is open",
+            )
+        return _APPEND
+
+    def check_marker(
+        self, producer_id: int, producer_epoch: int, coordinator_epoch: int
+    ) -> SequenceCheck:
+        """Whether a leader may append a commit or abort marker for this producer."""
+        entry = self._entries.get(producer_id)
+        if entry is None:
+            return _APPEND
+        if producer_epoch < entry.epoch:
+            return SequenceCheck(
+                Verdict.REJECT,
+                ErrorCode.INVALID_PRODUCER_EPOCH,
+                f"{self.name}: marker for producer {producer_id} has epoch {producer_epoch}, "
+                f"older than the last seen epoch {entry.epoch}",
+            )
+        if coordinator_epoch < entry.coordinator_epoch:
+            return SequenceCheck(
+                Verdict.REJECT,
+                ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+                f"{self.name}: marker for producer {producer_id} has coordinator epoch "
+                f"{coordinator_epoch}, older than the last marker's {entry.coordinator_epoch}",
+            )
         return _APPEND
 
     def check_batch(self, header: BatchHeader) -> SequenceCheck:
@@ -151,6 +228,7 @@ class ProducerStateManager:
             header.producer_epoch,
             header.base_sequence,
             last_sequence(header.base_sequence, header.last_offset_delta),
+            header.is_transactional,
         )
 
     # --------------------------------------------------------------------------- updates
@@ -164,25 +242,55 @@ class ProducerStateManager:
         first_offset: int,
         last_offset: int,
         timestamp: int,
+        is_transactional: bool = False,
     ) -> None:
         """A batch of this producer is in the log at [first_offset, last_offset]."""
         if producer_id < 0:
             return
-        entry = self._entries.get(producer_id)
-        if entry is None or producer_epoch > entry.epoch:
-            entry = ProducerEntry(producer_id, producer_epoch)
-            self._entries[producer_id] = entry
-        elif producer_epoch < entry.epoch:
+        entry = self._entry_for_epoch(producer_id, producer_epoch)
+        if entry is None:
             return  # an older epoch's batch (replayed from the log): nothing to learn from it
+        if is_transactional and entry.current_txn_first_offset < 0:
+            entry.current_txn_first_offset = first_offset
+            self._ongoing[producer_id] = first_offset
         entry.batches.append(BatchMetadata(first_seq, last_seq, first_offset, last_offset))
         while len(entry.batches) > self.max_batches:
             entry.batches.popleft()
         entry.last_timestamp = max(entry.last_timestamp, timestamp)
 
-    def record_batch(self, header: BatchHeader, timestamp: int) -> None:
-        """Record a batch as stamped in the log (its header carries the assigned offsets)."""
-        if header.producer_id < 0 or header.is_control:
-            return
+    def _entry_for_epoch(self, producer_id: int, producer_epoch: int) -> ProducerEntry | None:
+        """The producer's entry at `producer_epoch` (a newer epoch starts a new sequence but
+        keeps the open transaction and coordinator epoch); None for an older epoch."""
+        entry = self._entries.get(producer_id)
+        if entry is None:
+            entry = ProducerEntry(producer_id, producer_epoch)
+            self._entries[producer_id] = entry
+        elif producer_epoch > entry.epoch:
+            entry = ProducerEntry(
+                producer_id,
+                producer_epoch,
+                last_timestamp=entry.last_timestamp,
+                coordinator_epoch=entry.coordinator_epoch,
+                current_txn_first_offset=entry.current_txn_first_offset,
+            )
+            self._entries[producer_id] = entry
+        elif producer_epoch < entry.epoch:
+            return None
+        return entry
+
+    def record_batch(
+        self, header: BatchHeader, timestamp: int, marker: EndTxnMarker | None = None
+    ) -> CompletedTxn | None:
+        """Record a batch as stamped in the log (its header carries the assigned offsets); a
+        control batch ends the producer's transaction with `marker` (its decoded record)."""
+        if header.producer_id < 0:
+            return None
+        if header.is_control:
+            if marker is None:
+                return None  # a control batch that ends no transaction
+            return self.complete_txn(
+                header.producer_id, header.producer_epoch, marker, header.base_offset, timestamp
+            )
         self.record(
             header.producer_id,
             header.producer_epoch,
@@ -191,14 +299,77 @@ class ProducerStateManager:
             header.base_offset,
             header.last_offset,
             timestamp,
+            header.is_transactional,
         )
+        return None
 
-    def rebuild(self, headers: Iterable[BatchHeader], now_ms: int) -> None:
-        """Forget everything and replay the producer fields of the log's batches, in order."""
+    def complete_txn(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        marker: EndTxnMarker,
+        marker_offset: int,
+        timestamp: int,
+    ) -> CompletedTxn:
+        """The marker at `marker_offset` ends the producer's transaction (Kafka writes a marker
+        even when none is open here: the transaction then spans the marker alone)."""
+        entry = self._entry_for_epoch(producer_id, producer_epoch)
+        if entry is None:  # replayed marker of an older epoch: still ends what it ended then
+            entry = self._entries[producer_id]
+        first = entry.current_txn_first_offset
+        first = marker_offset if first < 0 else first
+        entry.current_txn_first_offset = -1
+        entry.coordinator_epoch = max(entry.coordinator_epoch, marker.coordinator_epoch)
+        entry.last_timestamp = max(entry.last_timestamp, timestamp)
+        self._ongoing.pop(producer_id, None)
+        completed = CompletedTxn(producer_id, first, marker_offset, not marker.is_commit)
+        if completed.is_aborted:
+            others = [o for o in self._ongoing.values()] + [
+                t.first_offset for t in self._unreplicated if t.producer_id != producer_id
+            ]
+            last_stable = min(others) if others else marker_offset + 1
+            self._aborted.append(AbortedTxn(producer_id, first, marker_offset, last_stable))
+        self._unreplicated.append(completed)
+        return completed
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """The first offset of the oldest transaction that is open or whose marker is not yet
+        below `high_watermark`; None when every transaction is settled."""
+        if self._unreplicated:
+            self._unreplicated = [t for t in self._unreplicated if t.last_offset >= high_watermark]
+        firsts = list(self._ongoing.values())
+        firsts.extend(t.first_offset for t in self._unreplicated)
+        return min(firsts) if firsts else None
+
+    def aborted_transactions(self, start_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions that overlap [start_offset, upper_bound) (Kafka's
+        `collectAbortedTransactions`): the marker at or after the start, the first offset below
+        the bound."""
+        return [
+            txn
+            for txn in self._aborted
+            if txn.last_offset >= start_offset and txn.first_offset < upper_bound
+        ]
+
+    def all_aborted(self) -> list[AbortedTxn]:
+        return list(self._aborted)
+
+    def rebuild(
+        self,
+        headers: Iterable[BatchHeader],
+        now_ms: int,
+        markers: Mapping[int, EndTxnMarker | None] | None = None,
+    ) -> None:
+        """Forget everything and replay the producer fields of the log's batches, in order;
+        `markers` holds each control batch's marker by its offset."""
         self._entries.clear()
+        self._ongoing.clear()
+        self._unreplicated.clear()
+        self._aborted.clear()
+        found = markers if markers is not None else {}  # may fill while headers are read
         for header in headers:
             if header.producer_id >= 0:
-                self.record_batch(header, now_ms)
+                self.record_batch(header, now_ms, found.get(header.base_offset))
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
         """Drop producers idle for `expiration_ms` (producer.id.expiration.ms); how many."""
@@ -206,6 +377,7 @@ class ProducerStateManager:
             pid
             for pid, entry in self._entries.items()
             if now_ms - entry.last_timestamp >= expiration_ms
+            and entry.current_txn_first_offset < 0  # an open transaction keeps its producer
         ]
         for pid in expired:
             del self._entries[pid]

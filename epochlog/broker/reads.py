@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from epochlog.broker.delayed import DelayedOperation, resolve
 from epochlog.broker.partition import PartitionError
 from epochlog.broker.partition_rules import DivergingEpoch
+from epochlog.broker.producer_state import AbortedTxn
 from epochlog.broker.replica_manager import ReplicaManager, TopicPartition, now_ms
 from epochlog.broker.replication_quotas import should_leader_throttle
 from epochlog.protocol.errors import ErrorCode
@@ -84,6 +85,7 @@ class PartitionFetchResult:
     log_start_offset: int = -1
     records: FileSlice = FileSlice.empty()
     diverging_epoch: DivergingEpoch | None = None
+    aborted_transactions: list[AbortedTxn] | None = None
 
 
 def read_from_local_log(
@@ -117,6 +119,7 @@ def read_from_local_log(
                 min_one_batch=min_one_batch,
                 up_to_high_watermark=not params.is_follower,
                 fetch_only_from_leader=params.fetch_only_from_leader,
+                isolation_level=params.isolation_level,
             )
             if record_follower_fetch and params.is_follower and read.diverging_epoch is None:
                 rm.record_follower_fetch(
@@ -161,10 +164,11 @@ def read_from_local_log(
             PartitionFetchResult(
                 request,
                 high_watermark=hw,
-                last_stable_offset=hw,
+                last_stable_offset=partition.last_stable_offset,
                 log_start_offset=read.log_start_offset,
                 records=records,
                 diverging_epoch=read.diverging_epoch,
+                aborted_transactions=read.aborted_transactions,
             )
         )
     return results

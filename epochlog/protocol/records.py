@@ -282,8 +282,10 @@ class RecordBatchBuilder:
         base_offset: int = 0,
         partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
         is_transactional: bool = False,
+        is_control: bool = False,
     ) -> None:
         self.compression = compression
+        self.is_control = is_control
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.base_sequence = base_sequence
@@ -330,6 +332,8 @@ class RecordBatchBuilder:
         attributes = int(self.compression)
         if self.is_transactional:
             attributes |= TRANSACTIONAL_MASK
+        if self.is_control:
+            attributes |= CONTROL_MASK
         batch = bytearray(BATCH_HEADER_SIZE)
         batch += payload
         base_ts = self._base_timestamp if self._base_timestamp is not None else NO_TIMESTAMP

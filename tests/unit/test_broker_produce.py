@@ -8,6 +8,7 @@ import pytest
 
 from epochlog.broker.produce_validation import (
     ProduceValidationError,
+    has_transactional_batch,
     request_error,
     validate_partition_records,
 )
@@ -66,10 +67,16 @@ def test_invalid_acks_is_invalid_required_acks(acks):
     assert request_error(acks, None).error_code is ErrorCode.INVALID_REQUIRED_ACKS
 
 
-def test_transactional_id_is_refused_since_there_are_no_transactions():
-    problem = request_error(-1, "tx-1")
+def test_transactional_batches_without_a_transactional_id_are_refused():
+    problem = request_error(-1, None, has_transactional_batch([batch(pid=7, txn=True, seq=0)]))
     assert problem.error_code is ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    assert "transactions" in str(problem)
+    assert "transactional id" in str(problem)
+
+
+def test_transactional_batches_with_a_transactional_id_pass():
+    assert request_error(-1, "tx-1", True) is None
+    assert request_error(-1, "tx-1", has_transactional_batch([batch()])) is None
+    assert not has_transactional_batch([None, b"", batch()])
 
 
 # ------------------------------------------------------------------ partition level
@@ -130,8 +137,12 @@ def test_batch_above_max_message_bytes_is_message_too_large():
     validate(records, max_bytes=len(records))
 
 
-def test_transactional_batch_is_refused():
-    assert error_of(batch(pid=7, epoch=0, seq=0, txn=True)) is ErrorCode.INVALID_RECORD
+def test_transactional_batch_with_a_producer_id_passes():
+    assert validate(batch(pid=7, epoch=0, seq=0, txn=True)).is_transactional
+
+
+def test_transactional_batch_without_a_producer_id_is_invalid_record():
+    assert error_of(batch(txn=True)) is ErrorCode.INVALID_RECORD
 
 
 def test_control_batch_is_refused():

@@ -9,7 +9,7 @@ InitProducerId), `control` (LeaderAndIsr, UpdateMetadata, StopReplica), `pin_con
 AlterReplicaLogDirs), `producers` (DescribeProducers), `topic_partitions`
 (DescribeTopicPartitions), `partition_admin` (CreatePartitions, ElectLeaders, DeleteRecords),
 `reassignments` (KIP-455's two APIs, for the controller), `client_quotas`
-(DescribeClientQuotas, AlterClientQuotas).
+(DescribeClientQuotas, AlterClientQuotas), `txn_markers` (WriteTxnMarkers).
 `errors` builds every API's error response.
 """
 
@@ -64,6 +64,7 @@ from epochlog.broker.handlers.reassignments import (
     handle_list_partition_reassignments,
 )
 from epochlog.broker.handlers.topic_partitions import handle_describe_topic_partitions
+from epochlog.broker.handlers.txn_markers import handle_write_txn_markers
 from epochlog.protocol.api import APIS, ApiKey
 
 HANDLERS: dict[int, Handler] = {
@@ -93,6 +94,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
     ApiKey.ALTER_REPLICA_LOG_DIRS: handle_alter_replica_log_dirs,
     ApiKey.DESCRIBE_PRODUCERS: handle_describe_producers,
+    ApiKey.WRITE_TXN_MARKERS: handle_write_txn_markers,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: handle_describe_topic_partitions,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: handle_alter_partition_reassignments,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,

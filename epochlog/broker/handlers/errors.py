@@ -369,6 +369,24 @@ def _create_partitions(version: int, body: Any, code: int, message: str | None) 
     )
 
 
+def _write_txn_markers(version: int, body: Any, code: int, message: str | None) -> Message:
+    R = m.WriteTxnMarkersResponse
+    markers = []
+    for marker in body.markers if body is not None else []:
+        topics = [
+            R.WritableTxnMarkerTopicResult(
+                name=t.name,
+                partitions=[
+                    R.WritableTxnMarkerPartitionResult(partition_index=index, error_code=code)
+                    for index in t.partition_indexes
+                ],
+            )
+            for t in marker.topics
+        ]
+        markers.append(R.WritableTxnMarkerResult(producer_id=marker.producer_id, topics=topics))
+    return R(markers=markers)
+
+
 def _delete_records(version: int, body: Any, code: int, message: str | None) -> Message:
     R = m.DeleteRecordsResponse
     topics = []
@@ -474,6 +492,7 @@ _BUILDERS: dict[ApiKey, Any] = {
     ApiKey.ALTER_REPLICA_LOG_DIRS: _alter_replica_log_dirs,
     ApiKey.DESCRIBE_LOG_DIRS: _top_level(m.DescribeLogDirsResponse),
     ApiKey.DESCRIBE_PRODUCERS: _describe_producers,
+    ApiKey.WRITE_TXN_MARKERS: _write_txn_markers,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: _describe_topic_partitions,
     ApiKey.CREATE_PARTITIONS: _create_partitions,
     ApiKey.DELETE_RECORDS: _delete_records,

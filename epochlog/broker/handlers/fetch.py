@@ -4,15 +4,16 @@ The request is turned into `reads.FetchParams` and one `PartitionFetch` per part
 names topics by id (an id this broker does not know is UNKNOWN_TOPIC_ID), v15+ carries the
 follower's id and broker epoch in the ReplicaState tag instead of ReplicaId. The answer's
 Records are the `FileSlice`s the log returned: the server encodes the response with holes and
-sends each slice straight from its segment file.
+sends each slice straight from its segment file. A READ_COMMITTED consumer reads up to the
+last stable offset and gets the aborted transactions (producer id, first offset) overlapping
+what it may read; a READ_UNCOMMITTED one reads to the HW and gets a null list, as Kafka sends.
 
 Incremental fetch sessions (KIP-227) are not supported: every response has SessionId 0, which
 tells the client there is no session, so it sends full fetch requests (librdkafka, kafka-python
-and aiokafka all cope). The last stable offset equals the high watermark (no transactions); a
-READ_COMMITTED fetch gets an empty AbortedTransactions list, a READ_UNCOMMITTED one null, as
-Kafka sends them. Partitions that answer NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH carry the
-leader this broker knows (CurrentLeader, v12+; NodeEndpoints, v16+). A consumer's Fetch below v10
-on a topic whose compression.type is zstd answers UNSUPPORTED_COMPRESSION_TYPE, as Kafka does.
+and aiokafka all cope). Partitions that answer NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH
+carry the leader this broker knows (CurrentLeader, v12+; NodeEndpoints, v16+). A consumer's
+Fetch below v10 on a topic whose compression.type is zstd answers UNSUPPORTED_COMPRESSION_TYPE,
+as Kafka does.
 """
 
 from __future__ import annotations
@@ -113,7 +114,7 @@ def _response(
     listener: str,
 ) -> Any:
     cache = services.metadata_cache
-    aborted: list[Any] | None = [] if body.isolation_level == READ_COMMITTED else None
+    committed = body.isolation_level == READ_COMMITTED
     leaders: set[int] = set()
     topics: list[Any] = []
     position = 0
@@ -122,6 +123,12 @@ def _response(
         for _ in topic.partitions:
             result = results[position]
             position += 1
+            aborted: list[Any] | None = None
+            if committed:
+                aborted = [
+                    R.AbortedTransaction(producer_id=t.producer_id, first_offset=t.first_offset)
+                    for t in result.aborted_transactions or ()
+                ]
             entry = R.PartitionData(
                 partition_index=result.request.partition,
                 error_code=result.error,

@@ -1,7 +1,7 @@
 """ListOffsets (v1-8) and OffsetForLeaderEpoch (v2-4): offsets by time and by leader epoch.
 
-ListOffsets: ReplicaId -1 is a client (latest = the HW, which is also the last stable offset,
-so both isolation levels read the HW), -2 a debugging client allowed to ask any replica, and a
+ListOffsets: ReplicaId -1 is a client (latest = the HW, or with IsolationLevel 1,
+read_committed, the last stable offset), -2 a debugging client allowed to ask any replica, and a
 broker id a follower (latest = the LEO). -2 / -4 give the log start offset, -3 the record with
 the largest timestamp, other timestamps the first record at or after them. Each answer carries
 the leader epoch of the found offset. A partition named twice is INVALID_REQUEST.
@@ -58,6 +58,7 @@ async def handle_list_offsets(
                     is_client=is_client,
                     fetch_only_from_leader=from_leader_only,
                     version=version,
+                    isolation_level=body.isolation_level,
                 )
             except (PartitionError, StorageError) as exc:
                 log.debug("ListOffsets %s-%d: %s", topic.name, p.partition_index, exc)

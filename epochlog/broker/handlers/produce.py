@@ -16,7 +16,7 @@ from typing import Any
 
 from epochlog.broker.appends import ProducePartitionResult, start_append_records
 from epochlog.broker.handlers.context import BrokerServices, CloseConnection, ConnectionInfo
-from epochlog.broker.produce_validation import request_error
+from epochlog.broker.produce_validation import has_transactional_batch, request_error
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import Request
 from epochlog.protocol.errors import ErrorCode
@@ -41,7 +41,9 @@ def begin_produce(
     version = request.api_version
     entries = [((t.name, p.index), p.records) for t in body.topic_data for p in t.partition_data]
     response: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-    problem = request_error(body.acks, body.transactional_id)
+    problem = request_error(
+        body.acks, body.transactional_id, has_transactional_batch(r for _, r in entries)
+    )
     if problem is not None:
         if body.acks == 0:
             response.set_exception(CloseConnection(f"acks=0 produce refused: {problem}"))

@@ -6,8 +6,8 @@ UNKNOWN_TOPIC_OR_PARTITION, for each partition asked. Otherwise each partition i
 this broker's replica, leader or follower (followers track producers from the batches they
 copy, which is what Kafka's `--broker-id` option of kafka-transactions.sh reads): its producer
 state's entries. A partition not hosted here is NOT_LEADER_OR_FOLLOWER, one in an offline log
-dir KAFKA_STORAGE_ERROR. epochlog has no transactions: CoordinatorEpoch and
-CurrentTxnStartOffset are -1 (Kafka's values for a producer outside a transaction).
+dir KAFKA_STORAGE_ERROR. CoordinatorEpoch is that of the producer's last marker and
+CurrentTxnStartOffset the first offset of its open transaction (-1 for none, as Kafka).
 """
 
 from __future__ import annotations
@@ -23,8 +23,6 @@ from epochlog.protocol.errors import ErrorCode
 from epochlog.storage.layout import validate_topic_name
 
 R = m.DescribeProducersResponse
-NO_COORDINATOR_EPOCH = -1
-NO_TXN_START_OFFSET = -1
 
 
 def producer_state_entry(entry: ProducerEntry) -> Any:
@@ -33,8 +31,8 @@ def producer_state_entry(entry: ProducerEntry) -> Any:
         producer_epoch=entry.epoch,
         last_sequence=entry.last_seq,
         last_timestamp=entry.last_timestamp,
-        coordinator_epoch=NO_COORDINATOR_EPOCH,
-        current_txn_start_offset=NO_TXN_START_OFFSET,
+        coordinator_epoch=entry.coordinator_epoch,
+        current_txn_start_offset=entry.current_txn_first_offset,
     )
 
 

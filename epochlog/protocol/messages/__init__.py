@@ -52,6 +52,7 @@ from epochlog.protocol.messages import (
     transaction_records,
     transactions,
     update_metadata,
+    write_txn_markers,
 )
 
 ProduceRequest = message_class(produce.REQUEST)
@@ -68,6 +69,8 @@ StopReplicaRequest = message_class(stop_replica.REQUEST)
 StopReplicaResponse = message_class(stop_replica.RESPONSE)
 UpdateMetadataRequest = message_class(update_metadata.REQUEST)
 UpdateMetadataResponse = message_class(update_metadata.RESPONSE)
+WriteTxnMarkersRequest = message_class(write_txn_markers.REQUEST)
+WriteTxnMarkersResponse = message_class(write_txn_markers.RESPONSE)
 ControlledShutdownRequest = message_class(controlled_shutdown.REQUEST)
 ControlledShutdownResponse = message_class(controlled_shutdown.RESPONSE)
 ApiVersionsRequest = message_class(api_versions.REQUEST)
