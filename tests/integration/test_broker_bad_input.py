@@ -181,12 +181,15 @@ def test_two_batches_in_one_partition_are_invalid_record(client, bystander):
     assert produce_error(client, batch() + batch()) is ErrorCode.INVALID_RECORD
 
 
-def test_invalid_acks_and_transactional_ids_are_refused(client, bystander):
+def test_invalid_acks_and_transactional_batches_without_an_id_are_refused(client, bystander):
     assert produce_error(client, batch(), acks=2) is ErrorCode.INVALID_REQUIRED_ACKS
-    assert (
-        produce_error(client, batch(), transactional_id="tx")
-        is ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    builder = RecordBatchBuilder(
+        producer_id=1, producer_epoch=0, base_sequence=0, is_transactional=True
     )
+    builder.append(1_700_000_000_000, b"k", b"v")
+    before = log_end(client)
+    assert produce_error(client, builder.build()) is ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert log_end(client) == before
 
 
 def test_acks_zero_failure_closes_the_connection(client, bystander):
