@@ -351,6 +351,13 @@ class ProducerStateManager:
             if txn.last_offset >= start_offset and txn.first_offset < upper_bound
         ]
 
+    def remove_aborted_before(self, log_start_offset: int) -> int:
+        """Forget aborts whose marker went with retention (below the log start); how many."""
+        kept = [txn for txn in self._aborted if txn.last_offset >= log_start_offset]
+        removed = len(self._aborted) - len(kept)
+        self._aborted = kept
+        return removed
+
     def all_aborted(self) -> list[AbortedTxn]:
         return list(self._aborted)
 

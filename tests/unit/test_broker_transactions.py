@@ -278,3 +278,21 @@ def test_control_batches_parse_from_a_log_read(tmp_path):
     raw = p.log.read(0, 10**6, None, True).read_bytes()
     controls = [pos for pos, h in iter_batches(raw) if h.is_control]
     assert [read_marker(raw, pos) for pos in controls] == [ABORT]
+
+
+def test_aborts_below_the_log_start_are_forgotten(tmp_path):
+    p = leader(tmp_path)
+    Producer(2).send(p, 1)  # 0
+    p.append_marker_as_leader(2, 0, ABORT, NOW)  # 1
+    Producer(3).send(p, 1)  # 2
+    p.append_marker_as_leader(3, 0, ABORT, NOW)  # 3
+    assert p.producer_state.remove_aborted_before(2) == 1
+    assert [t.producer_id for t in p.producer_state.all_aborted()] == [3]
+
+
+def test_a_producer_with_an_open_transaction_does_not_expire(tmp_path):
+    p = leader(tmp_path)
+    Producer(2).send(p, 1)
+    Producer(3).send(p, 1, txn=False)
+    assert p.producer_state.remove_expired(NOW + 10**9, 1000) == 1
+    assert p.producer_state.entry(2) is not None and p.producer_state.entry(3) is None
