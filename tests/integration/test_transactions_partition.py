@@ -87,7 +87,9 @@ def produce(client: RawClient, values: list[str], pid: int = -1, txn_id: str | N
     return answer.base_offset
 
 
-def write_marker(client: RawClient, pid: int, commit: bool, epoch: int = 0) -> int:
+def write_marker(
+    client: RawClient, pid: int, commit: bool, epoch: int = 0, coordinator_epoch: int = 0
+) -> int:
     R = m.WriteTxnMarkersRequest
     response = client.request(
         ApiKey.WRITE_TXN_MARKERS,
@@ -99,7 +101,7 @@ def write_marker(client: RawClient, pid: int, commit: bool, epoch: int = 0) -> i
                     producer_epoch=epoch,
                     transaction_result=commit,
                     topics=[R.WritableTxnMarkerTopic(name=TOPIC, partition_indexes=[0])],
-                    coordinator_epoch=0,
+                    coordinator_epoch=coordinator_epoch,
                 )
             ]
         ),
@@ -170,10 +172,17 @@ def test_read_committed_consumers_see_only_committed_records(cluster: LocalClust
             assert confluent_values_until(consumer, "plain-0") == ["plain-0"]
         finally:
             consumer.close()
-        # A stale epoch and a stale coordinator epoch are refused.
+        # A stale epoch and a stale coordinator epoch are refused, and write nothing.
         assert write_marker(client, aborted_pid, commit=False, epoch=-1) == (
             ErrorCode.INVALID_PRODUCER_EPOCH
         )
+        assert write_marker(client, aborted_pid, commit=False, coordinator_epoch=-1) == (
+            ErrorCode.TRANSACTION_COORDINATOR_FENCED
+        )
+        assert latest(client, 0) == 8
+    follower = next(b for b in cluster.brokers.values() if b.broker_id != leader)
+    with RawClient("127.0.0.1", follower.port) as other:
+        assert write_marker(other, committed_pid, commit=True) == (ErrorCode.NOT_LEADER_OR_FOLLOWER)
 
     fresh = confluent_read_committed(cluster)
     try:
