@@ -160,3 +160,21 @@ def kcat_round_trip(bootstrap: str, topic: str, n: int) -> list[dict]:
     )
     assert consumed.returncode == 0, consumed.stderr
     return [json.loads(line) for line in consumed.stdout.splitlines()]
+
+
+def wait_until_brokers_name_the_controller(ports: list[int], timeout_s: float = 30) -> None:
+    """Until each broker's Metadata names a controller. A cluster is ready once ZooKeeper has
+    one, but a broker names it only after the controller's first UpdateMetadata (as Kafka's do),
+    and librdkafka holds a CreateTopics sent meanwhile until its next metadata refresh, past the
+    request's timeout."""
+    from confluent_kafka.admin import AdminClient
+
+    deadline = time.monotonic() + timeout_s
+    waiting = list(ports)
+    while waiting:
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{waiting[0]}"})
+        if admin.list_topics(timeout=10).controller_id >= 0:
+            waiting.pop(0)
+            continue
+        assert time.monotonic() < deadline, f"broker on port {waiting[0]} names no controller"
+        time.sleep(0.2)

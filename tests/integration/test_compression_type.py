@@ -30,6 +30,7 @@ from tests.integration.interop import (
     confluent_consume,
     confluent_produce,
     records,
+    wait_until_brokers_name_the_controller,
 )
 
 PARTITIONS = 2
@@ -45,19 +46,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
 @pytest.fixture(scope="module")
 def admin(cluster: LocalCluster) -> AdminClient:
-    # Until the controller's first UpdateMetadata reaches a broker, its Metadata answers name no
-    # controller (as Kafka's do), and librdkafka then holds CreateTopics until its next metadata
-    # refresh, past the request's timeout: wait until every broker names one, then connect.
-    until(
-        "every broker naming the controller",
-        lambda: all(
-            AdminClient({"bootstrap.servers": f"127.0.0.1:{b.port}"})
-            .list_topics(timeout=10)
-            .controller_id
-            >= 0
-            for b in cluster.brokers.values()
-        ),
-    )
+    wait_until_brokers_name_the_controller([b.port for b in cluster.brokers.values()])
     return AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
 
 

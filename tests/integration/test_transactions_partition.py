@@ -23,6 +23,7 @@ from epochlog.protocol.api import ApiKey
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.records import RecordBatchBuilder
 from epochlog.testing.cluster import LocalCluster
+from tests.integration.interop import wait_until_brokers_name_the_controller
 
 TOPIC = "txn-part"
 DEADLINE_S = 60  # a failure bound only: the reads below stop as soon as they have the data
@@ -37,6 +38,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
 
 def leader_of(cluster: LocalCluster) -> int:
+    wait_until_brokers_name_the_controller([b.port for b in cluster.brokers.values()])
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     futures = admin.create_topics([NewTopic(TOPIC, 1, 3)])
     futures[TOPIC].result(30)
