@@ -26,6 +26,7 @@ from tests.integration.interop import (
     kafka_python_round_trip,
     kcat_round_trip,
     records,
+    wait_until_brokers_name_the_controller,
 )
 
 PARTITIONS = 3
@@ -35,6 +36,7 @@ PARTITIONS = 3
 def cluster(tmp_path_factory):
     c = LocalCluster(tmp_path_factory.mktemp("cluster"), 3)
     c.start()
+    wait_until_brokers_name_the_controller([b.port for b in c.brokers.values()])
     yield c
     c.close()
 

@@ -27,6 +27,7 @@ from epochlog.client.admin_configs import AlterOp, ConfigOp
 from epochlog.client.admin_configs import ConfigResource as EResource
 from epochlog.client.admin_configs import ResourceType as EType
 from epochlog.testing.cluster import LocalCluster
+from tests.integration.interop import wait_until_brokers_name_the_controller
 
 PARTITIONS = 3
 
@@ -40,6 +41,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         broker_config={"log.retention.check.interval.ms": 500},
     )
     local.start()
+    wait_until_brokers_name_the_controller([b.port for b in local.brokers.values()])
     yield local
     local.close()
 

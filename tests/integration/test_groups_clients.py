@@ -19,6 +19,7 @@ from confluent_kafka.admin import AdminClient
 
 from epochlog.client import Admin
 from epochlog.testing.cluster import LocalCluster
+from tests.integration.interop import wait_until_brokers_name_the_controller
 
 PARTITIONS = 4
 
@@ -35,6 +36,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         },
     )
     local.start()
+    wait_until_brokers_name_the_controller([b.port for b in local.brokers.values()])
     yield local
     local.close()
 

@@ -31,6 +31,7 @@ from epochlog.client import (
 from epochlog.protocol.errors import ErrorCode
 from epochlog.storage.checkpoint import OffsetCheckpointFile
 from epochlog.testing.cluster import LocalCluster
+from tests.integration.interop import wait_until_brokers_name_the_controller
 
 SEGMENT_BYTES = 2048
 
@@ -43,6 +44,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         broker_config={"auto.leader.rebalance.enable": "false"},
     )
     local.start()
+    wait_until_brokers_name_the_controller([b.port for b in local.brokers.values()])
     yield local
     local.close()
 

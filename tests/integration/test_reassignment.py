@@ -28,6 +28,7 @@ from epochlog.testing.cluster import LocalCluster
 from epochlog.testing.faults import FaultRules
 from epochlog.zk.reassign_partitions import REASSIGN_PARTITIONS_PATH, encode_reassign_partitions
 from epochlog.zk.session import close_client, connect
+from tests.integration.interop import wait_until_brokers_name_the_controller
 
 HOLD_BROKER_4 = [{"api": "FETCH", "source": 4, "action": "hold"}]
 
@@ -50,6 +51,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, faults: Path) -> Iterator[
         },
     )
     local.start()
+    wait_until_brokers_name_the_controller([b.port for b in local.brokers.values()])
     yield local
     local.close()
 
