@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from epochlog.client.admin_base import AdminBase
 from epochlog.client.errors import KafkaError
-from epochlog.client.network import NetworkClient
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import ApiKey
 from epochlog.protocol.errors import ErrorCode
@@ -69,16 +69,8 @@ class ConfigOp:
     op: AlterOp = AlterOp.SET
 
 
-class ConfigAdminOperations:
+class ConfigAdminOperations(AdminBase):
     """`AsyncAdmin`'s config operations; expects `_net`, `start()` and `_timeout_ms()`."""
-
-    _net: NetworkClient
-
-    async def start(self) -> None:  # provided by AsyncAdmin
-        raise NotImplementedError
-
-    def _timeout_ms(self, timeout: float | None) -> float:  # provided by AsyncAdmin
-        raise NotImplementedError
 
     async def _send_for(self, resource: ConfigResource, request: Any, api_key: int) -> Any:
         await self.start()

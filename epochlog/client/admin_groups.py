@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from epochlog.client import group_admin_protocol as gp
+from epochlog.client.admin_base import AdminBase
 from epochlog.client.connection import BrokerConnection
 from epochlog.client.connection_state import ExponentialBackoff
 from epochlog.client.errors import ClientError, KafkaError
@@ -57,7 +58,6 @@ from epochlog.client.list_offsets import (
     list_offsets,
 )
 from epochlog.client.metadata import TopicPartition
-from epochlog.client.network import NetworkClient
 from epochlog.protocol.api import ApiKey
 from epochlog.protocol.errors import ErrorCode
 
@@ -75,19 +75,9 @@ class _Call:
 SendToCoordinator = Callable[[BrokerConnection, list[str]], Awaitable[dict[str, GroupReply]]]
 
 
-class GroupAdminOperations:
+class GroupAdminOperations(AdminBase):
     """`AsyncAdmin`'s group operations (see the module docstring); expects `_net`, `config`,
     `_retry_backoff_ms`, `start()` and `_timeout_ms()` from the class it is mixed into."""
-
-    _net: NetworkClient
-    config: Any
-    _retry_backoff_ms: int
-
-    async def start(self) -> None:  # provided by AsyncAdmin
-        raise NotImplementedError
-
-    def _timeout_ms(self, timeout: float | None) -> float:  # provided by AsyncAdmin
-        raise NotImplementedError
 
     # ---------------------------------------------------------------- listing
 

@@ -27,9 +27,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from epochlog.client.admin_base import AdminBase
 from epochlog.client.errors import ClientError, KafkaError
 from epochlog.client.metadata import PartitionInfo, TopicPartition
-from epochlog.client.network import NetworkClient
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import ApiKey
 from epochlog.protocol.errors import ErrorCode
@@ -235,18 +235,9 @@ def read_describe_topic_partitions_page(
 # ---------------------------------------------------------------------------- operations
 
 
-class LogDirAdminOperations:
+class LogDirAdminOperations(AdminBase):
     """`AsyncAdmin`'s log-dir, producer and topic-partition operations (see the module
     docstring); expects `_net`, `_retry_backoff_ms`, `start()` and `_timeout_ms()`."""
-
-    _net: NetworkClient
-    _retry_backoff_ms: int
-
-    async def start(self) -> None:  # provided by AsyncAdmin
-        raise NotImplementedError
-
-    def _timeout_ms(self, timeout: float | None) -> float:  # provided by AsyncAdmin
-        raise NotImplementedError
 
     async def _brokers(self, brokers: Iterable[int] | None, timeout_ms: float) -> list[int]:
         if brokers is not None:

@@ -1,7 +1,7 @@
 """The admin client's partition operations: create partitions, delete records, elect leaders.
 Mixed into `AsyncAdmin`.
 
-How it works. CreatePartitions goes to the controller through `AsyncAdmin._to_controller` (as
+How it works. CreatePartitions goes to the controller through `AdminBase._to_controller` (as
 CreateTopics: NOT_CONTROLLER and lost connections are retried after a metadata refresh) and
 returns a result per topic (`None` on success, else the `KafkaError`). ElectLeaders goes to the
 controller too, retried the same way when the whole answer is NOT_CONTROLLER; it returns a
@@ -24,9 +24,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from epochlog.client.admin_base import AdminBase
 from epochlog.client.errors import ClientError, IncompatibleBrokerError, KafkaError
 from epochlog.client.metadata import TopicPartition
-from epochlog.client.network import NetworkClient
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import ApiKey
 from epochlog.protocol.errors import ErrorCode
@@ -56,30 +56,8 @@ class DeletedRecords:
     error: KafkaError | None = None
 
 
-class PartitionAdminOperations:
-    """Partition operations for `AsyncAdmin`; see the module docstring. Uses `_net`,
-    `_retry_backoff_ms`, `start()`, `_timeout_ms()` and `_to_controller()` of the class it is
-    mixed into."""
-
-    _net: NetworkClient
-    _retry_backoff_ms: int
-
-    async def start(self) -> None:  # provided by AsyncAdmin
-        raise NotImplementedError
-
-    def _timeout_ms(self, timeout: float | None) -> float:  # provided by AsyncAdmin
-        raise NotImplementedError
-
-    async def _to_controller(  # provided by AsyncAdmin
-        self,
-        what: str,
-        names: list[str],
-        build: Any,
-        parse: Any,
-        api_key: int,
-        timeout: float | None,
-    ) -> dict[str, KafkaError | None]:
-        raise NotImplementedError
+class PartitionAdminOperations(AdminBase):
+    """Partition operations for `AsyncAdmin`; see the module docstring."""
 
     # ---------------------------------------------------------------- CreatePartitions
 
@@ -197,13 +175,7 @@ class PartitionAdminOperations:
             return results
 
     async def _send_to_controller(self, api_key: int, build: Any, remaining_ms: float) -> Any:
-        cluster = self._net.cluster
-        if cluster.controller_id not in cluster.brokers:
-            cluster = await self._net.update_metadata(remaining_ms)
-        controller = cluster.controller_id
-        if controller not in cluster.brokers:
-            raise KafkaError(ErrorCode.NOT_CONTROLLER, "no controller known")
-        conn = await self._net.ready(controller)
+        conn = await self._controller_connection(remaining_ms, "ElectLeaders")
         version = conn.version_for(api_key)
         return await conn.send(build(version), api_key=api_key, version=version)
 

@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from epochlog.client.admin_base import AdminBase
 from epochlog.client.errors import KafkaError
-from epochlog.client.network import NetworkClient
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import ApiKey
 from epochlog.protocol.errors import ErrorCode
@@ -55,16 +55,8 @@ def describe_entity(entity: Mapping[str, str | None] | QuotaEntityKey) -> str:
     return ", ".join(f"{t}={'<default>' if n is None else n}" for t, n in items)
 
 
-class QuotaAdminOperations:
+class QuotaAdminOperations(AdminBase):
     """`AsyncAdmin`'s client-quota operations; expects `_net`, `start()` and `_timeout_ms()`."""
-
-    _net: NetworkClient
-
-    async def start(self) -> None:  # provided by AsyncAdmin
-        raise NotImplementedError
-
-    def _timeout_ms(self, timeout: float | None) -> float:  # provided by AsyncAdmin
-        raise NotImplementedError
 
     async def _send_quota_request(self, request: Any, api_key: int) -> Any:
         await self.start()

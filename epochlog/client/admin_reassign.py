@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from epochlog.client.admin_base import AdminBase
 from epochlog.client.errors import ClientError, IncompatibleBrokerError, KafkaError
 from epochlog.client.metadata import TopicPartition
-from epochlog.client.network import NetworkClient
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import ApiKey
 from epochlog.protocol.errors import ErrorCode
@@ -36,18 +36,9 @@ class PartitionReassignment:
     removing_replicas: list[int]
 
 
-class ReassignmentAdminOperations:
+class ReassignmentAdminOperations(AdminBase):
     """`AsyncAdmin`'s reassignment operations (see the module docstring); expects `_net`,
     `_retry_backoff_ms`, `start()` and `_timeout_ms()` from the class it is mixed into."""
-
-    _net: NetworkClient
-    _retry_backoff_ms: int
-
-    async def start(self) -> None:  # provided by AsyncAdmin
-        raise NotImplementedError
-
-    def _timeout_ms(self, timeout: float | None) -> float:  # provided by AsyncAdmin
-        raise NotImplementedError
 
     async def alter_partition_reassignments(
         self,
@@ -151,12 +142,7 @@ class ReassignmentAdminOperations:
                     ErrorCode.REQUEST_TIMED_OUT, what, str(last_error) if last_error else None
                 )
             try:
-                cluster = self._net.cluster
-                if cluster.controller_id not in cluster.brokers:
-                    cluster = await self._net.update_metadata(remaining)
-                if cluster.controller_id not in cluster.brokers:
-                    raise KafkaError(ErrorCode.NOT_CONTROLLER, f"{what}: no controller known")
-                conn = await self._net.ready(cluster.controller_id)
+                conn = await self._controller_connection(remaining, what)
                 version = conn.version_for(api_key)
                 response = await conn.send(build(int(remaining)), api_key=api_key, version=version)
                 code = ErrorCode.of(response.error_code)
