@@ -12,9 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-
-class CommandError(Exception):
-    """A command that cannot do what was asked; the message says why."""
+from epochlog.cli.common import CommandError, bootstrap_servers
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
@@ -231,33 +229,22 @@ def cmd_controller(args: argparse.Namespace, console: Console) -> int:
 def cmd_leaders(args: argparse.Namespace, console: Console) -> int:
     from epochlog.cli.partitions_cmd import cmd_elect
 
-    return cmd_elect(args, console, _bootstrap(args))
+    return cmd_elect(args, console, bootstrap_servers(args))
 
 
 def cmd_records(args: argparse.Namespace, console: Console) -> int:
     from epochlog.cli.partitions_cmd import cmd_records as records
 
-    return records(args, console, _bootstrap(args))
+    return records(args, console, bootstrap_servers(args))
 
 
 # ----------------------------------------------------------------------------- clients
 
 
-def _bootstrap(args: argparse.Namespace) -> str:
-    if args.bootstrap_server:
-        return args.bootstrap_server
-    from epochlog.node.local_cluster import ClusterError, LocalCluster
-
-    try:
-        return LocalCluster.attach(args.dir).bootstrap_servers
-    except ClusterError as exc:
-        raise CommandError(f"{exc}, or pass --bootstrap-server") from None
-
-
 def cmd_topics(args: argparse.Namespace, console: Console) -> int:
     from epochlog.client import Admin, KafkaError
 
-    with Admin({"bootstrap.servers": _bootstrap(args)}) as admin:
+    with Admin({"bootstrap.servers": bootstrap_servers(args)}) as admin:
         try:
             return _topics(admin, args, console)
         except KafkaError as exc:
@@ -307,7 +294,7 @@ def cmd_produce(args: argparse.Namespace, console: Console) -> int:
     from epochlog.client import KafkaError, Producer
 
     count = 0
-    with Producer({"bootstrap.servers": _bootstrap(args), "acks": args.acks}) as producer:
+    with Producer({"bootstrap.servers": bootstrap_servers(args), "acks": args.acks}) as producer:
         try:
             for line in sys.stdin:
                 line = line.rstrip("\n")
@@ -326,7 +313,7 @@ def cmd_produce(args: argparse.Namespace, console: Console) -> int:
 def cmd_consume(args: argparse.Namespace, console: Console) -> int:
     from epochlog.client import Admin, Consumer
 
-    bootstrap = _bootstrap(args)
+    bootstrap = bootstrap_servers(args)
     with Admin({"bootstrap.servers": bootstrap}) as admin:
         description = admin.describe_topics([args.topic]).get(args.topic)
     if description is None:

@@ -133,7 +133,7 @@ def parse_quota_values(text: str) -> dict[str, float]:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from epochlog.cli.commands import CommandError
+    from epochlog.cli.common import CommandError
 
     types: list[str] = args.entity_types
     names: list[str | None] = args.entity_names or []
@@ -149,7 +149,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
 def run_quotas(
     args: argparse.Namespace, console: Console, types: list[str], names: list[str | None]
 ) -> int:
-    from epochlog.cli.commands import CommandError, _bootstrap
+    from epochlog.cli.common import CommandError, bootstrap_servers
     from epochlog.client import Admin, KafkaError
     from epochlog.client.admin_quotas import QuotaFilter, describe_entity
 
@@ -157,7 +157,7 @@ def run_quotas(
         entity = quota_entity(types, names)
     except ValueError as exc:
         raise CommandError(str(exc)) from None
-    with Admin({"bootstrap.servers": _bootstrap(args)}) as admin:
+    with Admin({"bootstrap.servers": bootstrap_servers(args)}) as admin:
         try:
             if args.configs_command == "describe":
                 components = []
@@ -197,7 +197,7 @@ def run_quotas(
 
 
 def run_configs(args: argparse.Namespace, console: Console) -> int:
-    from epochlog.cli.commands import CommandError, _bootstrap
+    from epochlog.cli.common import CommandError, bootstrap_servers
     from epochlog.client import Admin, KafkaError
     from epochlog.client.admin_configs import AlterOp, ConfigOp, ConfigResource, ResourceType
 
@@ -205,7 +205,7 @@ def run_configs(args: argparse.Namespace, console: Console) -> int:
     if kind is not ResourceType.BROKER and args.entity_default:
         raise CommandError("--entity-default applies to brokers only")
     resource = ConfigResource(kind, "" if args.entity_default else args.entity_name)
-    with Admin({"bootstrap.servers": _bootstrap(args)}) as admin:
+    with Admin({"bootstrap.servers": bootstrap_servers(args)}) as admin:
         try:
             if args.configs_command == "describe":
                 entries = admin.describe_configs([resource])[resource]

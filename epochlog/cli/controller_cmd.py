@@ -67,7 +67,7 @@ def _controller_text(status: PinStatus) -> str:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from epochlog.cli.commands import CommandError, _bootstrap
+    from epochlog.cli.common import CommandError, bootstrap_servers
     from epochlog.client import Admin, KafkaError
 
     if args.controller_command == "pin":
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
             raise CommandError("--allow-absent does not apply to --auto (it picks a live broker)")
         if args.wait < 0:
             raise CommandError(f"--wait must be >= 0, got {args.wait}")
-    with Admin({"bootstrap.servers": _bootstrap(args)}) as admin:
+    with Admin({"bootstrap.servers": bootstrap_servers(args)}) as admin:
         try:
             if args.controller_command == "show":
                 status = admin.describe_controller_pin()

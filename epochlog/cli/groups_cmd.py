@@ -108,7 +108,7 @@ def add_parser(
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from epochlog.cli.commands import CommandError, _bootstrap
+    from epochlog.cli.common import CommandError, bootstrap_servers
     from epochlog.client import Admin, ClientError
 
     command = {
@@ -118,7 +118,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         "reset-offsets": _reset_offsets,
         "delete-offsets": _delete_offsets,
     }[args.groups_command]
-    with Admin({"bootstrap.servers": _bootstrap(args)}) as admin:
+    with Admin({"bootstrap.servers": bootstrap_servers(args)}) as admin:
         try:
             return command(admin, args, console)
         except (ClientError, ResetError) as exc:
@@ -178,7 +178,7 @@ def _list(admin: Any, args: argparse.Namespace, console: Console) -> int:
 
 def group_report(admin: Any, group_id: str) -> dict[str, Any]:
     """A group's state, members and per-partition offsets and lag, as plain data."""
-    from epochlog.cli.commands import CommandError
+    from epochlog.cli.common import CommandError
 
     description = admin.describe_groups([group_id])[group_id]
     if description.state == "Dead":
@@ -329,7 +329,7 @@ def _print_state(report: dict[str, Any], console: Console) -> None:
 
 
 def _delete(admin: Any, args: argparse.Namespace, console: Console) -> int:
-    from epochlog.cli.commands import CommandError
+    from epochlog.cli.common import CommandError
 
     results = admin.delete_groups(args.group)
     deleted = [g for g, error in results.items() if error is None]
@@ -372,7 +372,7 @@ def _reset_spec(args: argparse.Namespace) -> ResetSpec:
 
 
 def _reset_offsets(admin: Any, args: argparse.Namespace, console: Console) -> int:
-    from epochlog.cli.commands import CommandError
+    from epochlog.cli.common import CommandError
 
     group = args.group
     spec = _reset_spec(args)

@@ -52,11 +52,11 @@ def add_parser(
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from epochlog.cli.commands import CommandError, _bootstrap
+    from epochlog.cli.common import CommandError, bootstrap_servers
     from epochlog.client import Admin, ClientError
 
     command = {"describe": _describe, "move": _move}[args.log_dirs_command]
-    with Admin({"bootstrap.servers": _bootstrap(args)}) as admin:
+    with Admin({"bootstrap.servers": bootstrap_servers(args)}) as admin:
         try:
             return command(admin, args, console)
         except ClientError as exc:
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
 
 def parse_id_list(text: str | None, what: str) -> list[int]:
-    from epochlog.cli.commands import CommandError
+    from epochlog.cli.common import CommandError
 
     if not text:
         return []
@@ -116,7 +116,7 @@ def _human(size: int) -> str:
 
 
 def _describe(admin: Any, args: argparse.Namespace, console: Console) -> int:
-    from epochlog.cli.commands import CommandError
+    from epochlog.cli.common import CommandError
 
     wanted = parse_id_list(args.broker_list, "--broker-list")
     topics = {t.strip() for t in (args.topic_list or "").split(",") if t.strip()}
@@ -163,7 +163,7 @@ def _describe(admin: Any, args: argparse.Namespace, console: Console) -> int:
 
 
 def _move(admin: Any, args: argparse.Namespace, console: Console) -> int:
-    from epochlog.cli.commands import CommandError
+    from epochlog.cli.common import CommandError
     from epochlog.client.admin_log_dirs import TopicPartitionReplica
 
     replica = TopicPartitionReplica(args.topic, args.partition, args.broker)

@@ -26,7 +26,7 @@ from typing import Any
 
 from rich.console import Console
 
-from epochlog.cli.commands import CommandError
+from epochlog.cli.common import CommandError
 
 
 def add_parsers(

@@ -19,7 +19,7 @@ import signal
 
 from rich.console import Console
 
-from epochlog.cli.commands import CommandError
+from epochlog.cli.common import CommandError
 
 
 class ProxyCommandError(CommandError):

@@ -303,11 +303,11 @@ def check_throttle(value: int, option: str) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from epochlog.cli.commands import CommandError, _bootstrap
+    from epochlog.cli.common import CommandError, bootstrap_servers
     from epochlog.client import Admin, ClientError
 
     try:
-        with Admin({"bootstrap.servers": _bootstrap(args)}) as admin:
+        with Admin({"bootstrap.servers": bootstrap_servers(args)}) as admin:
             if args.generate:
                 return _generate(admin, args)
             if args.list:
