@@ -56,8 +56,10 @@ def append_to_leader(
     required_acks: int,
     version: int,
     now: int,
+    from_coordinator: bool = False,
 ) -> ProducePartitionResult:
-    """Append one partition's batch as leader; errors become the partition's result."""
+    """Append one partition's batch as leader; errors become the partition's result.
+    `from_coordinator`: the group coordinator's transactional offsets batch."""
     topic, index = key
     try:
         partition = rm.partition_or_error(topic, index)
@@ -77,7 +79,12 @@ def append_to_leader(
         assert records is not None
         records, header = apply_topic_compression(records, header, config, partition.name)
         result = partition.append_records_as_leader(
-            records, header, required_acks, partition.settings.min_insync_replicas, now
+            records,
+            header,
+            required_acks,
+            partition.settings.min_insync_replicas,
+            now,
+            from_coordinator=from_coordinator,
         )
     except ProduceValidationError as exc:
         level = logging.WARNING if exc.error_code in _LOUD else logging.DEBUG
@@ -199,12 +206,13 @@ def start_append_records(
     required_acks: int,
     entries: list[tuple[TopicPartition, bytes | None]],
     version: int,
+    from_coordinator: bool = False,
 ) -> asyncio.Future[dict[TopicPartition, ProducePartitionResult]]:
     """Append every partition now; the future gets the results, at once or (acks=all) once
     they are replicated."""
     now = now_ms()
     results = {
-        key: append_to_leader(rm, key, records, required_acks, version, now)
+        key: append_to_leader(rm, key, records, required_acks, version, now, from_coordinator)
         for key, records in entries
     }
     future: asyncio.Future[dict[TopicPartition, ProducePartitionResult]] = (

@@ -162,6 +162,12 @@ class GroupCoordinatorGateway(Protocol):
         and the future gets the response body once it is replicated."""
         ...
 
+    def transaction_completed(self, partition: int, producer_id: int, committed: bool) -> None:
+        """WriteTxnMarkers wrote and replicated the producer's COMMIT (or ABORT) marker in
+        `__consumer_offsets` partition `partition`: its transactional offsets there are
+        committed (or dropped)."""
+        ...
+
 
 class NoController:
     """The gateway of a broker that is never the controller (tests without ZooKeeper)."""

@@ -346,8 +346,11 @@ class Partition:
         required_acks: int,
         min_insync_replicas: int,
         now_ms: int,
+        from_coordinator: bool = False,
     ) -> LeaderAppendResult:
-        """Append one validated batch; `header` is its header as the producer sent it."""
+        """Append one validated batch; `header` is its header as the producer sent it.
+        `from_coordinator`: written by this broker's group coordinator for a producer's
+        transaction (no sequence checks, `ProducerStateManager.check_batch`)."""
         if not self.is_leader:
             raise PartitionError(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER,
@@ -360,7 +363,7 @@ class Partition:
                 f"{self.name}: ISR {list(self.isr)} is smaller than min.insync.replicas "
                 f"{min_insync_replicas}",
             )
-        check = self.producer_state.check_batch(header)
+        check = self.producer_state.check_batch(header, from_coordinator)
         if check.verdict is Verdict.REJECT:
             raise PartitionError(check.error, check.message)
         if check.verdict is Verdict.DUPLICATE:

@@ -222,7 +222,20 @@ class ProducerStateManager:
             )
         return _APPEND
 
-    def check_batch(self, header: BatchHeader) -> SequenceCheck:
+    def check_batch(self, header: BatchHeader, from_coordinator: bool = False) -> SequenceCheck:
+        """`from_coordinator`: a batch the group coordinator writes for a producer's
+        TxnOffsetCommit (Kafka's AppendOrigin.COORDINATOR): only an older producer epoch is
+        refused; sequences are the client's business on its own partitions, not here."""
+        if from_coordinator:
+            entry = self._entries.get(header.producer_id)
+            if entry is not None and header.producer_epoch < entry.epoch:
+                return SequenceCheck(
+                    Verdict.REJECT,
+                    ErrorCode.INVALID_PRODUCER_EPOCH,
+                    f"{self.name}: producer {header.producer_id} has epoch "
+                    f"{header.producer_epoch}, older than the last seen epoch {entry.epoch}",
+                )
+            return _APPEND
         return self.check(
             header.producer_id,
             header.producer_epoch,

@@ -2,7 +2,10 @@
 
 - `ReplicaManagerOffsets` is the coordinator's narrow view of the partition layer
   (`coordinator.group.runtime.OffsetsPartitions`): append records to a `__consumer_offsets`
-  partition this broker leads, with acks=all, and read one back from its start.
+  partition this broker leads, with acks=all, and read one back from its start. A producer's
+  transactional offsets go in a transactional batch with its id and epoch, appended as Kafka's
+  coordinator appends (no sequence checks, an older epoch refused); reading yields them with
+  their producer id, and each transaction marker (control batch) as a `TxnMarkerRecord`.
 - `ZkGroupCoordinator` is what the broker's handlers call (`broker.collaborators.
   GroupCoordinatorGateway`): the group service over the runtime, Kafka's group -> partition
   mapping, and the creation of `__consumer_offsets` on first need, with Kafka's settings:
@@ -10,6 +13,8 @@
   when fewer brokers are registered, said in the log), compacted, `offsets.topic.segment.bytes`.
 - `attach_group_coordinator` follows the replica manager's leadership changes: a broker that
   becomes leader of an offsets partition loads its groups; one that stops leading it unloads them.
+  WriteTxnMarkers reports each marker it writes in an offsets partition through the gateway's
+  `transaction_completed`, which reaches the partition's shard.
 """
 
 from __future__ import annotations
@@ -31,14 +36,19 @@ from epochlog.config.broker import BrokerConfig
 from epochlog.controller.assignment import assign_replicas
 from epochlog.coordinator.group.operations import GroupConfig
 from epochlog.coordinator.group.record_codec import ConsumerOffsetsCodec
+from epochlog.coordinator.group.records import TxnMarkerRecord
 from epochlog.coordinator.group.runtime import (
     OFFSETS_TOPIC,
     CoordinatorError,
     EncodedRecord,
     GroupCoordinatorRuntime,
+    LoggedRecord,
+    TransactionalRecord,
+    TxnProducer,
     partition_for_group,
 )
 from epochlog.coordinator.group.service import GroupService
+from epochlog.protocol.control_records import marker_of
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.records import RecordBatchBuilder, decode_batches
 from epochlog.zk import controller_zk as zkc
@@ -66,6 +76,8 @@ _APPEND_ERRORS = {
     ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
     ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
     ErrorCode.INVALID_FETCH_SIZE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    # a transactional commit of a fenced producer: the client's to handle, as in Kafka
+    ErrorCode.INVALID_PRODUCER_EPOCH: ErrorCode.INVALID_PRODUCER_EPOCH,
 }
 
 
@@ -85,8 +97,23 @@ class ReplicaManagerOffsets:
         self.rm = broker.replica_manager
         self.commit_timeout_ms = commit_timeout_ms
 
-    async def append(self, partition: int, records: Sequence[EncodedRecord]) -> None:
-        builder = RecordBatchBuilder()
+    async def append(
+        self,
+        partition: int,
+        records: Sequence[EncodedRecord],
+        producer: TxnProducer | None = None,
+    ) -> None:
+        if producer is None:
+            builder = RecordBatchBuilder()
+        else:
+            # Kafka's coordinator writes a producer's offsets with base sequence 0 and appends
+            # them without sequence checks (AppendOrigin.COORDINATOR).
+            builder = RecordBatchBuilder(
+                producer_id=producer[0],
+                producer_epoch=producer[1],
+                base_sequence=0,
+                is_transactional=True,
+            )
         now = int(time.time() * 1000)
         for key, value in records:
             builder.append(now, key, value)
@@ -97,6 +124,7 @@ class ReplicaManagerOffsets:
             required_acks=-1,
             entries=[(key, builder.build())],
             version=PRODUCE_VERSION,
+            from_coordinator=producer is not None,
         )
         error = results[key].error
         if error is not ErrorCode.NONE:
@@ -105,7 +133,7 @@ class ReplicaManagerOffsets:
                 f"{OFFSETS_TOPIC}-{partition}: append failed with {error.name}",
             )
 
-    async def read(self, partition: int) -> AsyncIterator[EncodedRecord]:
+    async def read(self, partition: int) -> AsyncIterator[LoggedRecord]:
         found = self.rm.get_partition(OFFSETS_TOPIC, partition)
         if found is None:
             raise CoordinatorError(ErrorCode.NOT_COORDINATOR)
@@ -118,9 +146,20 @@ class ReplicaManagerOffsets:
             if not batches:
                 break
             for batch in batches:
+                header = batch.header
+                if header.is_control:
+                    if batch.base_offset >= offset and batch.records:
+                        first = batch.records[0]
+                        marker = marker_of(header, first.key, first.value)
+                        if marker is not None:
+                            yield TxnMarkerRecord(header.producer_id, marker.is_commit)
+                    continue
                 for record in batch.records:
                     if record.offset >= offset and record.key is not None:
-                        yield record.key, record.value
+                        if header.is_transactional:
+                            yield TransactionalRecord(record.key, record.value, header.producer_id)
+                        else:
+                            yield record.key, record.value
             offset = max(offset, batches[-1].next_offset)
 
 
@@ -157,6 +196,9 @@ class ZkGroupCoordinator:
         self, version: int, body: Any, client_id: str, client_host: str
     ) -> asyncio.Future[Any]:
         return self.service.start_offset_commit(body, version, client_id, client_host)
+
+    def transaction_completed(self, partition: int, producer_id: int, committed: bool) -> None:
+        self.runtime.transaction_completed(partition, producer_id, committed)
 
     async def create_offsets_topic(self) -> None:
         if self._creating is None or self._creating.done():

@@ -53,6 +53,7 @@ class ApiKey(enum.IntEnum):
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
     WRITE_TXN_MARKERS = 27  # transactions (broker to broker)
+    TXN_OFFSET_COMMIT = 28  # transactions, answered by the group coordinator
     ALTER_REPLICA_LOG_DIRS = 34
     DESCRIBE_LOG_DIRS = 35
     CREATE_PARTITIONS = 37
@@ -147,6 +148,7 @@ APIS: dict[int, Api] = {
         _api(ApiKey.DESCRIBE_LOG_DIRS, m.DescribeLogDirsRequest, m.DescribeLogDirsResponse),
         _api(ApiKey.DESCRIBE_PRODUCERS, m.DescribeProducersRequest, m.DescribeProducersResponse),
         _api(ApiKey.WRITE_TXN_MARKERS, m.WriteTxnMarkersRequest, m.WriteTxnMarkersResponse),
+        _api(ApiKey.TXN_OFFSET_COMMIT, m.TxnOffsetCommitRequest, m.TxnOffsetCommitResponse),
         _api(
             ApiKey.DESCRIBE_TOPIC_PARTITIONS,
             m.DescribeTopicPartitionsRequest,

@@ -16,11 +16,14 @@ from epochlog.coordinator.group.operations import (
     OffsetToCommit,
     SyncGroup,
 )
-from epochlog.coordinator.group.records import GroupRecord
+from epochlog.coordinator.group.records import GroupRecord, TxnMarkerRecord
 from epochlog.coordinator.group.runtime import (
     CoordinatorError,
     EncodedRecord,
     GroupCoordinatorRuntime,
+    LoggedRecord,
+    TransactionalRecord,
+    TxnProducer,
     partition_for_group,
 )
 from epochlog.protocol.errors import ErrorCode as E
@@ -38,22 +41,37 @@ class MemoryPartitions:
     """The partition layer: a list per partition; appends can be held or made to fail."""
 
     def __init__(self) -> None:
-        self.logs: dict[int, list[EncodedRecord]] = {}
+        self.logs: dict[int, list[LoggedRecord]] = {}
         self.gate = asyncio.Event()
         self.gate.set()
         self.fail: E | None = None  # set by tests
         self.read_gate = asyncio.Event()
         self.read_gate.set()
         self.appends = 0
+        self.producers: list[TxnProducer | None] = []  # of each append, in order
 
-    async def append(self, partition: int, records: Sequence[EncodedRecord]) -> None:
+    async def append(
+        self,
+        partition: int,
+        records: Sequence[EncodedRecord],
+        producer: TxnProducer | None = None,
+    ) -> None:
         self.appends += 1
+        self.producers.append(producer)
         await self.gate.wait()  # "waiting for the followers"
         if self.fail is not None:
             raise CoordinatorError(self.fail)
-        self.logs.setdefault(partition, []).extend(records)
+        log = self.logs.setdefault(partition, [])
+        if producer is None:
+            log.extend(records)
+        else:
+            log.extend(TransactionalRecord(k, v, producer[0]) for k, v in records)
 
-    async def read(self, partition: int) -> AsyncIterator[EncodedRecord]:
+    def write_marker(self, partition: int, producer_id: int, committed: bool) -> None:
+        """What WriteTxnMarkers leaves in the log."""
+        self.logs.setdefault(partition, []).append(TxnMarkerRecord(producer_id, committed))
+
+    async def read(self, partition: int) -> AsyncIterator[LoggedRecord]:
         await self.read_gate.wait()
         for record in list(self.logs.get(partition, [])):
             yield record

@@ -10,7 +10,11 @@ import pytest
 
 from epochlog.coordinator.group.operations import GroupConfig
 from epochlog.coordinator.group.record_codec import ConsumerOffsetsCodec
-from epochlog.coordinator.group.runtime import EncodedRecord, GroupCoordinatorRuntime
+from epochlog.coordinator.group.runtime import (
+    EncodedRecord,
+    GroupCoordinatorRuntime,
+    TxnProducer,
+)
 from epochlog.coordinator.group.service import GroupService
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import ApiKey
@@ -21,7 +25,12 @@ class MemoryPartitions:
     def __init__(self) -> None:
         self.logs: dict[int, list[EncodedRecord]] = {}
 
-    async def append(self, partition: int, records: Sequence[EncodedRecord]) -> None:
+    async def append(
+        self,
+        partition: int,
+        records: Sequence[EncodedRecord],
+        producer: TxnProducer | None = None,
+    ) -> None:
         self.logs.setdefault(partition, []).extend(records)
 
     async def read(self, partition: int) -> AsyncIterator[EncodedRecord]:

@@ -113,6 +113,7 @@ HANDLERS: dict[int, Handler] = {
             ApiKey.LIST_GROUPS,
             ApiKey.DELETE_GROUPS,
             ApiKey.OFFSET_DELETE,
+            ApiKey.TXN_OFFSET_COMMIT,
         )
     },
 }

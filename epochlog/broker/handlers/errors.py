@@ -213,6 +213,24 @@ def _offset_commit(version: int, body: Any, code: int, message: str | None) -> M
     )
 
 
+def _txn_offset_commit(version: int, body: Any, code: int, message: str | None) -> Message:
+    R = m.TxnOffsetCommitResponse
+    return R(
+        topics=[
+            R.TxnOffsetCommitResponseTopic(
+                name=t.name,
+                partitions=[
+                    R.TxnOffsetCommitResponsePartition(
+                        partition_index=p.partition_index, error_code=code
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in (body.topics if body is not None else [])
+        ]
+    )
+
+
 def _offset_fetch(version: int, body: Any, code: int, message: str | None) -> Message:
     R = m.OffsetFetchResponse
     if version >= 8:
@@ -493,6 +511,7 @@ _BUILDERS: dict[ApiKey, Any] = {
     ApiKey.DESCRIBE_LOG_DIRS: _top_level(m.DescribeLogDirsResponse),
     ApiKey.DESCRIBE_PRODUCERS: _describe_producers,
     ApiKey.WRITE_TXN_MARKERS: _write_txn_markers,
+    ApiKey.TXN_OFFSET_COMMIT: _txn_offset_commit,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: _describe_topic_partitions,
     ApiKey.CREATE_PARTITIONS: _create_partitions,
     ApiKey.DELETE_RECORDS: _delete_records,

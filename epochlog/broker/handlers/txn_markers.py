@@ -7,6 +7,11 @@ as an acks=all append, until the HW passes the marker. Per-partition errors: a p
 broker does not lead NOT_LEADER_OR_FOLLOWER (or UNKNOWN_TOPIC_OR_PARTITION), an older producer
 epoch INVALID_PRODUCER_EPOCH, an older coordinator epoch than the last marker's
 TRANSACTION_COORDINATOR_FENCED; the coordinator retries the first kind and drops the others.
+
+A marker written and replicated in a `__consumer_offsets` partition is reported to this broker's
+group coordinator (`GroupCoordinatorGateway.transaction_completed`, Kafka's
+`onTransactionCompleted`), so the producer's transactional offsets there become the group's
+committed offsets (COMMIT) or are dropped (ABORT) before the coordinator hears back.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from typing import Any
 
 from epochlog.broker.appends import DelayedProduce, ProducePartitionResult
 from epochlog.broker.handlers.context import BrokerServices, ConnectionInfo
+from epochlog.broker.handlers.groups import OFFSETS_TOPIC
 from epochlog.broker.partition import PartitionError
 from epochlog.broker.replica_manager import ReplicaManager, TopicPartition, now_ms
 from epochlog.protocol import messages as m
@@ -69,6 +75,20 @@ async def _append_and_wait(
     await future
 
 
+def _report_to_group_coordinator(
+    services: BrokerServices,
+    producer_id: int,
+    end: EndTxnMarker,
+    results: dict[TopicPartition, ProducePartitionResult],
+) -> None:
+    coordinator = services.group_coordinator
+    if coordinator is None:
+        return
+    for (topic, index), result in results.items():
+        if topic == OFFSETS_TOPIC and result.error is ErrorCode.NONE:
+            coordinator.transaction_completed(index, producer_id, end.is_commit)
+
+
 async def handle_write_txn_markers(
     services: BrokerServices, request: Request, connection: ConnectionInfo
 ) -> Any:
@@ -85,6 +105,7 @@ async def handle_write_txn_markers(
                     rm, (topic.name, index), marker.producer_id, marker.producer_epoch, end, now
                 )
         await _append_and_wait(rm, results)
+        _report_to_group_coordinator(services, marker.producer_id, end, results)
         answers.append(
             R.WritableTxnMarkerResult(
                 producer_id=marker.producer_id,

@@ -121,6 +121,21 @@ class OffsetCommit:
 
 
 @dataclass(frozen=True)
+class TxnOffsetCommit:
+    """TxnOffsetCommit: offsets that become the group's only when the producer's transaction
+    commits. Before v3 there is no member (generation -1, member id "")."""
+
+    group_id: str
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    generation: int
+    member_id: str
+    group_instance_id: str | None
+    offsets: list[OffsetToCommit]
+
+
+@dataclass(frozen=True)
 class PartitionError:
     topic: str
     partition: int

@@ -16,6 +16,13 @@ the shard. A JoinGroup or SyncGroup that must wait for the rest of its group get
 by a handle the shard keeps; a later call or timer resolves it. Timers are `loop.call_at`
 handles keyed like the shard's timer keys, one per key.
 
+Offsets committed in a transaction go out in a batch of their own, transactional and stamped
+with the producer's id and epoch (`OffsetsPartitions.append`'s `producer`), so the partition's
+producer state holds the transaction open until its marker. Loading reads those records back
+with their producer id (`TransactionalRecord`) and the markers as `TxnMarkerRecord`; a marker
+written while the shard is loaded reaches it through `transaction_completed`, which the node
+calls once WriteTxnMarkers has replicated it.
+
 All of this runs on the broker's event loop, one shard call at a time: the shard never locks.
 """
 
@@ -37,7 +44,11 @@ from epochlog.coordinator.group.operations import (
     SyncGroupReply,
     TimerKey,
 )
-from epochlog.coordinator.group.records import GroupRecord
+from epochlog.coordinator.group.records import (
+    GroupRecord,
+    OffsetCommitRecord,
+    TxnMarkerRecord,
+)
 from epochlog.coordinator.group.shard import GroupCoordinatorShard
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.java_hash import java_string_hash, java_utils_abs
@@ -48,6 +59,21 @@ T = TypeVar("T")
 OFFSETS_TOPIC = "__consumer_offsets"
 
 EncodedRecord = tuple[bytes, bytes | None]  # key, value (None: a tombstone)
+TxnProducer = tuple[int, int]  # producer id, producer epoch of a transactional batch
+
+
+@dataclass(frozen=True)
+class TransactionalRecord:
+    """A record read back from a producer's transactional batch."""
+
+    key: bytes
+    value: bytes | None
+    producer_id: int
+
+
+# What reading a partition yields: ordinary records, transactional ones, and the markers that
+# end transactions (control batches).
+LoggedRecord = EncodedRecord | TransactionalRecord | TxnMarkerRecord
 
 
 class CoordinatorError(Exception):
@@ -62,12 +88,18 @@ class CoordinatorError(Exception):
 class OffsetsPartitions(Protocol):
     """What the runtime needs of the partition layer, and nothing more."""
 
-    async def append(self, partition: int, records: Sequence[EncodedRecord]) -> None:
+    async def append(
+        self,
+        partition: int,
+        records: Sequence[EncodedRecord],
+        producer: TxnProducer | None = None,
+    ) -> None:
         """Append as the leader of `__consumer_offsets` partition `partition` and return once
-        the records are committed (acks=all); raise `CoordinatorError` when that fails."""
+        the records are committed (acks=all); raise `CoordinatorError` when that fails. With
+        `producer`, the batch is that producer's transactional batch."""
         ...
 
-    def read(self, partition: int) -> AsyncIterator[EncodedRecord]:
+    def read(self, partition: int) -> AsyncIterator[LoggedRecord]:
         """Every record of the partition, from its start to its end, in offset order."""
         ...
 
@@ -97,8 +129,11 @@ class _Partition:
     loaded: bool = False
     timers: dict[TimerKey, asyncio.TimerHandle] = field(default_factory=dict)
     load_task: asyncio.Task[None] | None = None
-    # Appends waiting for the one in flight: (records, future completed when they are committed)
-    queued: deque[tuple[list[EncodedRecord], asyncio.Future[None]]] = field(default_factory=deque)
+    # Appends waiting for the one in flight: (records, the transactional producer or None,
+    # future completed when they are committed)
+    queued: deque[tuple[list[EncodedRecord], TxnProducer | None, asyncio.Future[None]]] = field(
+        default_factory=deque
+    )
     appending: bool = False
 
 
@@ -166,8 +201,8 @@ class GroupCoordinatorRuntime:
         while self._owned.get(partition) is owned:
             count = 0
             try:
-                async for key, value in self.partitions.read(partition):
-                    record = self.codec.decode(key, value)
+                async for item in self.partitions.read(partition):
+                    record = self._decode(item)
                     if record is not None:
                         owned.shard.replay(record)
                         count += 1
@@ -196,6 +231,26 @@ class GroupCoordinatorRuntime:
             len(owned.shard.groups),
             time.monotonic() - started,
         )
+
+    def _decode(self, item: LoggedRecord) -> GroupRecord | None:
+        if isinstance(item, TxnMarkerRecord):
+            return item
+        if isinstance(item, TransactionalRecord):
+            record = self.codec.decode(item.key, item.value)
+            if isinstance(record, OffsetCommitRecord):
+                return replace(record, producer_id=item.producer_id)
+            return record
+        key, value = item
+        return self.codec.decode(key, value)
+
+    def transaction_completed(self, partition: int, producer_id: int, committed: bool) -> None:
+        """The producer's COMMIT or ABORT marker is written and replicated in the offsets
+        partition (Kafka's GroupCoordinator.onTransactionCompleted). A shard still loading
+        reads the marker from the log instead; one not here has nothing to complete."""
+        owned = self._owned.get(partition)
+        if owned is None or not owned.loaded:
+            return
+        owned.shard.replay(TxnMarkerRecord(producer_id, committed))
 
     def _shard_of(self, group_id: str) -> tuple[int, _Partition]:
         partition = self.partition_of(group_id)
@@ -236,7 +291,9 @@ class GroupCoordinatorRuntime:
             done: asyncio.Future[T] = loop.create_future()
             done.set_result(result)
             return done
-        appended = self._enqueue(owned, [self.codec.encode(r) for r in effects.records])
+        appended = self._enqueue(
+            owned, [self.codec.encode(r) for r in effects.records], _producer_of(effects.records)
+        )
 
         async def committed() -> T:
             await self._commit(partition, owned, effects, raise_on_failure=True, appended=appended)
@@ -291,7 +348,11 @@ class GroupCoordinatorRuntime:
         """Append the effects' records (or wait for `appended`, their append already queued),
         then reply and replay; a failed append fails the replies instead."""
         if appended is None:
-            appended = self._enqueue(owned, [self.codec.encode(r) for r in effects.records])
+            appended = self._enqueue(
+                owned,
+                [self.codec.encode(r) for r in effects.records],
+                _producer_of(effects.records),
+            )
         try:
             await appended
         except Exception as exc:
@@ -312,14 +373,17 @@ class GroupCoordinatorRuntime:
             for record in effects.records:
                 owned.shard.replay(record)
 
-    def _enqueue(self, owned: _Partition, records: list[EncodedRecord]) -> asyncio.Future[None]:
+    def _enqueue(
+        self, owned: _Partition, records: list[EncodedRecord], producer: TxnProducer | None
+    ) -> asyncio.Future[None]:
         """Queue `records` for appending, together with those of every call that arrives while
         an append is in flight (a group commit, as Kafka's coordinator runtime does): one batch
-        and one replication round for many commits. Calls' records keep their order."""
+        and one replication round for many commits. Calls' records keep their order; a batch
+        holds the records of one transactional producer, or only non-transactional ones."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
         future.add_done_callback(_retrieve)  # a failed call may have nobody awaiting it
-        owned.queued.append((records, future))
+        owned.queued.append((records, producer, future))
         if not owned.appending:
             owned.appending = True
             loop.create_task(self._drain(owned.partition, owned))
@@ -329,13 +393,18 @@ class GroupCoordinatorRuntime:
         try:
             while owned.queued:
                 batch, size = [], 0
-                while owned.queued and (not batch or size < MAX_COALESCED_BYTES):
-                    records, future = owned.queued.popleft()
+                producer = owned.queued[0][1]
+                while (
+                    owned.queued
+                    and owned.queued[0][1] == producer
+                    and (not batch or size < MAX_COALESCED_BYTES)
+                ):
+                    records, _, future = owned.queued.popleft()
                     batch.append((records, future))
                     size += sum(len(k) + len(v or b"") for k, v in records)
                 try:
                     await self.partitions.append(
-                        partition, [r for records, _ in batch for r in records]
+                        partition, [r for records, _ in batch for r in records], producer
                     )
                 except Exception as exc:
                     for _, future in batch:
@@ -370,6 +439,15 @@ class GroupCoordinatorRuntime:
         if self._owned.get(partition) is not owned:
             return
         self._apply(partition, owned, owned.shard.on_timer(key, self.clock_ms()))
+
+
+def _producer_of(records: Sequence[GroupRecord]) -> TxnProducer | None:
+    """The transactional producer whose batch these records go in (the shard returns one
+    producer's records per call), or None."""
+    for record in records:
+        if isinstance(record, OffsetCommitRecord) and record.is_transactional:
+            return record.producer_id, record.producer_epoch
+    return None
 
 
 def _retrieve(future: asyncio.Future[Any]) -> None:

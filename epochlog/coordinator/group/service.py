@@ -6,7 +6,8 @@ the shard's answer into the response of that version: JoinGroup v0 has no rebala
 (the session timeout is used), v4+ requires a member id (KIP-394), v5+ carries static member ids;
 LeaveGroup v0-2 names one member, v3+ a batch; OffsetCommit v0 has no generation, v2-v4 a
 retention time; OffsetFetch v2+ may ask for all of a group's offsets (null topics), v7 for stable
-ones, v8+ for several groups; and so on. A group whose coordinator is not (or not yet) this
+ones, v8+ for several groups; TxnOffsetCommit v0-2 has no member, v3+ the member's id,
+generation and static id (KIP-447); and so on. A group whose coordinator is not (or not yet) this
 broker gets NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS in the place that version has for it.
 """
 
@@ -24,6 +25,7 @@ from epochlog.coordinator.group.operations import (
     OffsetCommit,
     OffsetToCommit,
     SyncGroup,
+    TxnOffsetCommit,
 )
 from epochlog.coordinator.group.runtime import CoordinatorError, GroupCoordinatorRuntime
 from epochlog.protocol import messages as m
@@ -50,6 +52,7 @@ class GroupService:
             ApiKey.LIST_GROUPS: self.list_groups,
             ApiKey.DELETE_GROUPS: self.delete_groups,
             ApiKey.OFFSET_DELETE: self.offset_delete,
+            ApiKey.TXN_OFFSET_COMMIT: self.txn_offset_commit,
         }
 
     @property
@@ -218,6 +221,58 @@ class GroupService:
                     name=topic.name,
                     partitions=[
                         R.OffsetCommitResponsePartition(
+                            partition_index=p.partition_index,
+                            error_code=errors[(topic.name, p.partition_index)],
+                        )
+                        for p in topic.partitions
+                    ],
+                )
+                for topic in body.topics
+            ]
+        )
+
+    async def txn_offset_commit(self, body: Any, version: int, client_id: str, host: str) -> Any:
+        """TxnOffsetCommit: the offsets are appended in the producer's transactional batch and
+        answered once replicated; they count as the group's when the transaction commits."""
+        request = TxnOffsetCommit(
+            group_id=body.group_id,
+            transactional_id=body.transactional_id,
+            producer_id=body.producer_id,
+            producer_epoch=body.producer_epoch,
+            generation=body.generation_id if version >= 3 else -1,
+            member_id=body.member_id if version >= 3 else UNKNOWN_MEMBER,
+            group_instance_id=body.group_instance_id if version >= 3 else None,
+            offsets=[
+                OffsetToCommit(
+                    topic.name,
+                    p.partition_index,
+                    p.committed_offset,
+                    p.committed_leader_epoch if version >= 2 else -1,
+                    p.committed_metadata,
+                )
+                for topic in body.topics
+                for p in topic.partitions
+            ],
+        )
+        errors: dict[tuple[str, int], ErrorCode]
+        if not body.group_id:
+            errors = {(o.topic, o.partition): E.INVALID_GROUP_ID for o in request.offsets}
+        else:
+            try:
+                results = await self.runtime.call(
+                    body.group_id,
+                    lambda shard, now: shard.commit_transactional_offsets(request, now),
+                )
+                errors = {(r.topic, r.partition): r.error for r in results}
+            except CoordinatorError as exc:
+                errors = {(o.topic, o.partition): exc.error for o in request.offsets}
+        R = m.TxnOffsetCommitResponse
+        return R(
+            topics=[
+                R.TxnOffsetCommitResponseTopic(
+                    name=topic.name,
+                    partitions=[
+                        R.TxnOffsetCommitResponsePartition(
                             partition_index=p.partition_index,
                             error_code=errors[(topic.name, p.partition_index)],
                         )

@@ -16,6 +16,16 @@ and when a group becomes empty), and deletions as tombstones. `replay` is the on
 committed offsets and the only way a group is rebuilt when a partition is loaded; membership
 between two records (joins, heartbeats, leaves) is the live, in-memory part, as in Kafka.
 
+Offsets committed in a transaction (TxnOffsetCommit, KIP-98; member checks of v3, KIP-447) are
+appended in the producer's transactional batch and replayed as pending for that producer id,
+not as the group's offsets. The transaction's marker (`TxnMarkerRecord`, read from the log on
+load or reported by the node when WriteTxnMarkers writes it) makes them committed (COMMIT) or
+drops them (ABORT). As in Kafka, a pending offset becomes committed only if no offset for the
+same partition was replayed after it (Kafka compares record offsets; replay follows log order,
+so the shard compares replay positions). OffsetFetch with require_stable answers
+UNSTABLE_OFFSET_COMMIT for a partition with pending transactional offsets, and a group with an
+open transaction neither expires nor has its pending offsets expire.
+
 The group state machine is in `classic_group.py`; this module holds the decisions: Kafka's
 checks in Kafka's order, and its error for each fenced case (UNKNOWN_MEMBER_ID,
 ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS, FENCED_INSTANCE_ID, MEMBER_ID_REQUIRED, ...).
@@ -24,7 +34,8 @@ ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS, FENCED_INSTANCE_ID, MEMBER_ID_REQUIRE
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from epochlog.coordinator.group.classic_group import (
@@ -53,6 +64,7 @@ from epochlog.coordinator.group.operations import (
     SyncGroup,
     SyncGroupReply,
     TimerKey,
+    TxnOffsetCommit,
     heartbeat_timer,
     join_timer,
     pending_member_timer,
@@ -65,12 +77,24 @@ from epochlog.coordinator.group.records import (
     MemberRecord,
     OffsetCommitRecord,
     OffsetTombstone,
+    TxnMarkerRecord,
 )
 from epochlog.protocol.errors import ErrorCode
 
 S = GroupState
 E = ErrorCode
 NO_OFFSET = -1
+
+OffsetKey = tuple[str, str, int]  # group id, topic, partition
+
+
+@dataclass(frozen=True)
+class PendingTxnOffset:
+    """An offset replayed from a producer's transactional batch, not yet committed or aborted;
+    `position` is its place in replay (log) order."""
+
+    offset: CommittedOffset
+    position: int
 
 
 # --------------------------------------------------------------------------- the shard
@@ -83,21 +107,37 @@ class GroupCoordinatorShard:
         self.loading = True  # until the runtime has replayed the partition (`loaded`)
         # offsets appended but not yet replicated, per group (OffsetFetch's require_stable)
         self.pending_offsets: dict[str, dict[tuple[str, int], int]] = {}
+        # transactional offsets replayed, by producer id, until its transaction's marker
+        self.pending_txn_offsets: dict[int, dict[OffsetKey, PendingTxnOffset]] = {}
+        # where in replay order each committed offset was replayed (Kafka's record offset)
+        self._committed_at: dict[OffsetKey, int] = {}
+        self._replayed = 0
         self._new_member_id = new_member_id or (lambda prefix: f"{prefix}-{uuid.uuid4()}")
 
     # ------------------------------------------------------------------------ loading
 
     def replay(self, record: GroupRecord) -> None:
         """Apply a record read back from the partition, or one just appended."""
+        self._replayed += 1
         if isinstance(record, OffsetCommitRecord):
             group = self._group_for_replay(record.group_id)
             key = (record.topic, record.partition)
-            group.offsets[key] = record.offset
+            full_key = (record.group_id, record.topic, record.partition)
+            if record.is_transactional:
+                self.pending_txn_offsets.setdefault(record.producer_id, {})[full_key] = (
+                    PendingTxnOffset(record.offset, self._replayed)
+                )
+            else:
+                group.offsets[key] = record.offset
+                self._committed_at[full_key] = self._replayed
             self._settle_pending(record.group_id, key)
         elif isinstance(record, OffsetTombstone):
             group = self.groups.get(record.group_id)
             if group is not None:
                 group.offsets.pop((record.topic, record.partition), None)
+            full_key = (record.group_id, record.topic, record.partition)
+            self._committed_at.pop(full_key, None)
+            self._drop_pending_txn(lambda k: k == full_key)
             self._settle_pending(record.group_id, (record.topic, record.partition))
         elif isinstance(record, GroupMetadataRecord):
             if self.loading:  # live membership is newer than anything this record says
@@ -105,6 +145,45 @@ class GroupCoordinatorShard:
         elif isinstance(record, GroupTombstone):
             self.groups.pop(record.group_id, None)
             self.pending_offsets.pop(record.group_id, None)
+            self._drop_pending_txn(lambda k: k[0] == record.group_id)
+            for key in [k for k in self._committed_at if k[0] == record.group_id]:
+                del self._committed_at[key]
+        elif isinstance(record, TxnMarkerRecord):
+            self._end_transaction(record.producer_id, record.committed)
+
+    def _end_transaction(self, producer_id: int, committed: bool) -> None:
+        """The producer's marker: its pending offsets become committed, or are dropped. A
+        pending offset older (in replay order) than the partition's committed one is not
+        applied: the later commit wins, as Kafka keeps the offset of the later record."""
+        pending = self.pending_txn_offsets.pop(producer_id, None)
+        if pending is None or not committed:
+            return
+        for (group_id, topic, partition), entry in pending.items():
+            full_key = (group_id, topic, partition)
+            if self._committed_at.get(full_key, -1) > entry.position:
+                continue
+            self._group_for_replay(group_id).offsets[(topic, partition)] = entry.offset
+            self._committed_at[full_key] = entry.position
+
+    def _drop_pending_txn(self, matches: Callable[[OffsetKey], bool]) -> None:
+        for producer_id in list(self.pending_txn_offsets):
+            pending = self.pending_txn_offsets[producer_id]
+            for key in [k for k in pending if matches(k)]:
+                del pending[key]
+            if not pending:
+                del self.pending_txn_offsets[producer_id]
+
+    def has_pending_txn_offset(self, group_id: str, topic: str, partition: int) -> bool:
+        key = (group_id, topic, partition)
+        return any(key in pending for pending in self.pending_txn_offsets.values())
+
+    def open_transactions(self, group_id: str) -> set[int]:
+        """Producer ids with pending offsets for the group."""
+        return {
+            producer_id
+            for producer_id, pending in self.pending_txn_offsets.items()
+            if any(k[0] == group_id for k in pending)
+        }
 
     def loaded(self, now_ms: int) -> Effects:
         """The partition has been replayed: members of loaded groups get heartbeat timers."""
@@ -664,6 +743,80 @@ class GroupCoordinatorShard:
                 pending[key] = pending.get(key, 0) + 1
         return results, effects
 
+    def commit_transactional_offsets(
+        self, request: TxnOffsetCommit, now_ms: int
+    ) -> tuple[list[PartitionError], Effects]:
+        """TxnOffsetCommit: Kafka's checks (a group that does not exist is created for a
+        request without a generation; a member that names itself must be the group's, at its
+        generation; a transactional commit is not refused during a rebalance), then one record
+        per partition in the producer's transactional batch. The offsets stay pending until the
+        transaction's marker."""
+        effects = Effects()
+        group = self.groups.get(request.group_id)
+        error: ErrorCode | None = None
+        if not request.group_id:
+            error = E.INVALID_GROUP_ID
+        elif request.producer_id < 0:
+            error = E.INVALID_REQUEST  # only a producer's batch can be transactional
+        elif group is None:
+            if request.generation < 0:
+                group = self.groups[request.group_id] = ClassicGroup(request.group_id)
+                group.state_timestamp_ms = now_ms
+            else:
+                error = E.ILLEGAL_GENERATION
+        elif group.in_state(S.DEAD):
+            error = E.COORDINATOR_NOT_AVAILABLE
+        elif request.generation < 0 and group.in_state(S.EMPTY):
+            pass
+        elif (
+            request.generation >= 0
+            or request.member_id != UNKNOWN_MEMBER
+            or request.group_instance_id is not None
+        ):
+            error = self._txn_member_error(group, request)
+            if error is None and request.generation != group.generation:
+                error = E.ILLEGAL_GENERATION
+        results: list[PartitionError] = []
+        for item in request.offsets:
+            item_error = error
+            if item_error is None and len((item.metadata or "").encode()) > (
+                self.config.offset_metadata_max_bytes
+            ):
+                item_error = E.OFFSET_METADATA_TOO_LARGE
+            results.append(PartitionError(item.topic, item.partition, item_error or E.NONE))
+            if item_error is None:
+                offset = CommittedOffset(
+                    item.offset, item.leader_epoch, item.metadata or "", now_ms, None
+                )
+                effects.records.append(
+                    OffsetCommitRecord(
+                        request.group_id,
+                        item.topic,
+                        item.partition,
+                        offset,
+                        producer_id=request.producer_id,
+                        producer_epoch=request.producer_epoch,
+                    )
+                )
+                pending = self.pending_offsets.setdefault(request.group_id, {})
+                key = (item.topic, item.partition)
+                pending[key] = pending.get(key, 0) + 1
+        return results, effects
+
+    @staticmethod
+    def _txn_member_error(group: ClassicGroup, request: TxnOffsetCommit) -> ErrorCode | None:
+        """Kafka's ClassicGroup.validateMember: a static id must be bound to this member."""
+        if request.group_instance_id is not None:
+            bound = group.static_member_id(request.group_instance_id)
+            if bound is None:
+                return E.UNKNOWN_MEMBER_ID
+            if bound != request.member_id:
+                return E.FENCED_INSTANCE_ID
+            return None
+        if not group.has_member(request.member_id):
+            return E.UNKNOWN_MEMBER_ID
+        return None
+
     def fetch_offsets(
         self,
         group_id: str,
@@ -677,7 +830,9 @@ class GroupCoordinatorShard:
         keys = sorted(committed) if partitions is None else partitions
         result = []
         for topic, partition in keys:
-            if (topic, partition) in pending:
+            if (topic, partition) in pending or (
+                require_stable and self.has_pending_txn_offset(group_id, topic, partition)
+            ):
                 result.append(
                     FetchedOffset(topic, partition, NO_OFFSET, -1, "", E.UNSTABLE_OFFSET_COMMIT)
                 )
@@ -730,6 +885,8 @@ class GroupCoordinatorShard:
                 continue
             expired = []
             for (topic, partition), committed in group.offsets.items():
+                if self.has_pending_txn_offset(group.group_id, topic, partition):
+                    continue  # its transaction decides first
                 if committed.expire_timestamp_ms is not None:
                     due = committed.expire_timestamp_ms
                 elif group.in_state(S.EMPTY):
@@ -742,7 +899,11 @@ class GroupCoordinatorShard:
                     expired.append((topic, partition))
             for topic, partition in expired:
                 effects.records.append(OffsetTombstone(group.group_id, topic, partition))
-            if group.in_state(S.EMPTY) and len(expired) == len(group.offsets):
+            if (
+                group.in_state(S.EMPTY)
+                and len(expired) == len(group.offsets)
+                and not self.open_transactions(group.group_id)
+            ):
                 effects.records.append(GroupTombstone(group.group_id))
                 group.transition_to(S.DEAD, now_ms)
 
@@ -801,7 +962,15 @@ class GroupCoordinatorShard:
             elif not group.in_state(S.EMPTY):
                 errors[group_id] = E.NON_EMPTY_GROUP
             else:
-                for topic, partition in sorted(group.offsets):
+                # Kafka (3.8+) deletes pending transactional offsets with the group: one
+                # tombstone per partition, committed or pending.
+                pending = {
+                    (k[1], k[2])
+                    for producer in self.pending_txn_offsets.values()
+                    for k in producer
+                    if k[0] == group_id
+                }
+                for topic, partition in sorted(set(group.offsets) | pending):
                     effects.records.append(OffsetTombstone(group_id, topic, partition))
                 effects.records.append(GroupTombstone(group_id))
                 group.transition_to(S.DEAD, now_ms)
