@@ -296,3 +296,31 @@ def test_a_producer_with_an_open_transaction_does_not_expire(tmp_path):
     Producer(3).send(p, 1, txn=False)
     assert p.producer_state.remove_expired(NOW + 10**9, 1000) == 1
     assert p.producer_state.entry(2) is not None and p.producer_state.entry(3) is None
+
+
+def test_the_group_coordinators_transactional_offsets_batch_skips_sequence_checks(tmp_path):
+    # Kafka's AppendOrigin.COORDINATOR: each TxnOffsetCommit batch starts at sequence 0, a
+    # client batch that did so again would be a duplicate; only an older epoch is refused.
+    p = leader(tmp_path)
+
+    def coordinator_batch(epoch: int, value: bytes) -> tuple[bytes, object]:
+        b = RecordBatchBuilder(
+            producer_id=7, producer_epoch=epoch, base_sequence=0, is_transactional=True
+        )
+        b.append(NOW, b"offset-key", value)
+        raw = b.build()
+        return raw, validate_partition_records(raw, version=9, max_message_bytes=10**6, where="t-0")
+
+    raw, header = coordinator_batch(1, b"first")
+    first = p.append_records_as_leader(raw, header, 1, 1, NOW, from_coordinator=True)
+    p.append_marker_as_leader(7, 1, COMMIT, NOW)
+    raw, header = coordinator_batch(1, b"second")
+    second = p.append_records_as_leader(raw, header, 1, 1, NOW, from_coordinator=True)
+    assert not second.duplicate and second.first_offset > first.first_offset
+    raw, header = coordinator_batch(1, b"third")
+    duplicate = p.append_records_as_leader(raw, header, 1, 1, NOW)  # as a client's batch
+    assert duplicate.duplicate
+    raw, header = coordinator_batch(0, b"fenced")
+    with pytest.raises(PartitionError) as err:
+        p.append_records_as_leader(raw, header, 1, 1, NOW, from_coordinator=True)
+    assert err.value.error_code is ErrorCode.INVALID_PRODUCER_EPOCH
