@@ -8,8 +8,8 @@ which clients retry. Transactional ids have no coordinator here (no transactions
 refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as InitProducerId refuses them.
 
 JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups,
-ListGroups, DeleteGroups and OffsetDelete go to the coordinator as they are; a broker that runs
-none answers COORDINATOR_NOT_AVAILABLE.
+ListGroups, DeleteGroups, OffsetDelete and TxnOffsetCommit go to the coordinator as they are; a
+broker that runs none answers COORDINATOR_NOT_AVAILABLE.
 """
 
 from __future__ import annotations
