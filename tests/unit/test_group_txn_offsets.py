@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from epochlog.coordinator.group.classic_group import CommittedOffset, GroupState
 from epochlog.coordinator.group.operations import (
     GroupConfig,
@@ -23,6 +25,8 @@ from epochlog.coordinator.group.records import (
 )
 from epochlog.coordinator.group.runtime import GroupCoordinatorRuntime, TransactionalRecord
 from epochlog.coordinator.group.shard import GroupCoordinatorShard
+from epochlog.protocol import messages as m
+from epochlog.protocol.api import ApiKey
 from epochlog.protocol.errors import ErrorCode as E
 from tests.unit.test_group_coordinator_runtime import (
     GROUP,
@@ -30,6 +34,8 @@ from tests.unit.test_group_coordinator_runtime import (
     loaded_runtime,
 )
 from tests.unit.test_group_coordinator_shard import DELAY, Harness, commit, stable_group
+from tests.unit.test_group_service import MemoryPartitions as ServicePartitions
+from tests.unit.test_group_service import service
 
 PID, OTHER_PID = 4000, 4001
 
@@ -295,5 +301,55 @@ def test_kafkas_record_format_gets_the_producer_id_from_the_batch() -> None:
         assert isinstance(read_back, OffsetCommitRecord) and read_back.producer_id == PID
         marker = TxnMarkerRecord(PID, True)
         assert rt._decode(marker) is marker
+
+    asyncio.run(scenario())
+
+
+# ------------------------------------------------------------------------------ the wire
+
+
+@pytest.mark.parametrize("version", range(5))
+def test_txn_offset_commit_is_answered_in_every_version(version: int) -> None:
+    async def scenario() -> None:
+        svc = await service(ServicePartitions())
+        R = m.TxnOffsetCommitRequest
+        request = R(
+            transactional_id="tx",
+            group_id="g",
+            producer_id=PID,
+            producer_epoch=0,
+            topics=[
+                R.TxnOffsetCommitRequestTopic(
+                    name="t",
+                    partitions=[
+                        R.TxnOffsetCommitRequestPartition(
+                            partition_index=2, committed_offset=9, committed_metadata=None
+                        )
+                    ],
+                )
+            ],
+        )
+        answer = await svc.handle(ApiKey.TXN_OFFSET_COMMIT, version, request, "c", "/h")
+        assert answer.topics[0].partitions[0].error_code == E.NONE
+        answer.encode(version)
+        fetch = m.OffsetFetchRequest(
+            group_id="g",
+            topics=[m.OffsetFetchRequest.OffsetFetchRequestTopic(name="t", partition_indexes=[2])],
+            require_stable=True,
+        )
+        fetched = await svc.handle(ApiKey.OFFSET_FETCH, 7, fetch, "c", "/h")
+        assert fetched.topics[0].partitions[0].error_code == E.UNSTABLE_OFFSET_COMMIT
+        svc.runtime.transaction_completed(0, PID, committed=True)
+        fetched = await svc.handle(ApiKey.OFFSET_FETCH, 7, fetch, "c", "/h")
+        assert fetched.topics[0].partitions[0].committed_offset == 9
+        no_group = R(
+            transactional_id="tx",
+            group_id="",
+            producer_id=PID,
+            producer_epoch=0,
+            topics=request.topics,
+        )
+        refused = await svc.handle(ApiKey.TXN_OFFSET_COMMIT, version, no_group, "c", "/h")
+        assert refused.topics[0].partitions[0].error_code == E.INVALID_GROUP_ID
 
     asyncio.run(scenario())
