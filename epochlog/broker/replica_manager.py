@@ -771,14 +771,13 @@ class ReplicaManager:
         return True
 
     def run_retention(self, now: int | None = None) -> int:
-        """One retention pass, producer-id expiry, and aborted transactions whose markers went;
-        segments deleted."""
+        """One retention pass and producer-id expiry (aborted transactions go with the segment
+        holding their marker); segments deleted."""
         now = now_ms() if now is None else now
         deleted = self.log_manager.cleanup_logs(now, self.high_watermarks())
         expiration = self.config["producer.id.expiration.ms"]
         for partition in self.partitions.values():
             partition.producer_state.remove_expired(now, expiration)
-            partition.producer_state.remove_aborted_before(partition.log_start_offset)
         return deleted
 
     # -------------------------------------------------------------------- lifecycle
