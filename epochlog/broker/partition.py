@@ -607,15 +607,12 @@ def rebuild_producer_state(
     from_snapshot: bool = True,
 ) -> int:
     """Restore the producer state and the aborted-transaction index from the log: load the
-    latest producer snapshot within the log (unless `from_snapshot` is False, or a `.txnindex`
-    is corrupt) and replay the batch headers after it, reading only control batches whole for
-    their markers. The aborts the replay meets are indexed again. Returns the batches replayed.
-    """
-    segments = partition_log.segments
-    first_base = segments[0].base_offset
-    found = None
-    if from_snapshot and partition_log.first_corrupt_txn_index() is None:
-        found = partition_log.producer_snapshots.latest(first_base, partition_log.log_end_offset)
+    log's usable producer snapshot (unless `from_snapshot` is False; see
+    `PartitionLog.usable_producer_snapshot`) and replay the batch headers after it, reading only
+    control batches whole for their markers. The aborts the replay meets are indexed again.
+    Returns the batches replayed."""
+    first_base = partition_log.segments[0].base_offset
+    found = partition_log.usable_producer_snapshot() if from_snapshot else None
     start, saved = found if found is not None else (first_base, [])
     partition_log.drop_aborted_transactions_from(start)
     markers: dict[int, EndTxnMarker | None] = {}
@@ -634,9 +631,7 @@ def rebuild_producer_state(
                 begin = at[0]
             for position, header in segment.iter_batches(begin):
                 if header.is_control and header.producer_id >= 0:
-                    markers[header.base_offset] = read_marker(
-                        segment.read_batch(position, header)
-                    )
+                    markers[header.base_offset] = read_marker(segment.read_batch(position, header))
                 replayed += 1
                 yield header
 

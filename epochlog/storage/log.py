@@ -76,7 +76,7 @@ from epochlog.storage.layout import (
     segment_file_name,
 )
 from epochlog.storage.log_loader import load_segments
-from epochlog.storage.producer_snapshot import ProducerSnapshots
+from epochlog.storage.producer_snapshot import ProducerSnapshotEntry, ProducerSnapshots
 from epochlog.storage.segment import LogSegment, TimestampAndOffset
 from epochlog.storage.txn_index import AbortedTxn, encode_aborted_txn
 
@@ -464,11 +464,43 @@ class PartitionLog:
         """Forget the indexed aborts whose marker is at or after `offset` (a replay from there
         indexes them again)."""
         for segment in self._segments:
-            segment.txn_index.truncate_to(offset)
+            if segment.txn_index.is_corrupt:
+                segment.txn_index.reset()
+            else:
+                segment.txn_index.truncate_to(offset)
 
     def first_corrupt_txn_index(self) -> LogSegment | None:
         """The first segment whose `.txnindex` did not parse when it was opened."""
         return next((s for s in self._segments if s.txn_index.is_corrupt), None)
+
+    def usable_producer_snapshot(self) -> tuple[int, list[ProducerSnapshotEntry]] | None:
+        """The producer snapshot a replay may start from: the latest one between the first
+        segment's base and the log end that parses, provided every `.txnindex` parsed and no
+        segment wholly below it was written after it. A segment changed behind the snapshot's back
+        (the cleaner swapped it in, or someone edited it while the broker was down) means a
+        replay from the start, which is also the walk that finds damage there (issue 14)."""
+        if self.first_corrupt_txn_index() is not None:
+            return None
+        found = self.producer_snapshots.latest(self._segments[0].base_offset, self.log_end_offset)
+        if found is None:
+            return None
+        offset = found[0]
+        try:
+            written = self.producer_snapshots.path(offset).stat().st_mtime_ns
+            for segment in self._segments:
+                if segment.next_offset > offset:
+                    break  # replayed from the snapshot on (appends after it change its mtime)
+                if segment.log_path.stat().st_mtime_ns > written:
+                    logger.info(
+                        "%s: %s changed after the producer snapshot at %d; replaying the log",
+                        self._name,
+                        segment.log_path.name,
+                        offset,
+                    )
+                    return None
+        except FileNotFoundError:
+            return None
+        return found
 
     # ------------------------------------------------------------------------------ reads
 

@@ -136,9 +136,7 @@ class ProducerSnapshots:
             self.path(old).unlink(missing_ok=True)
         return target
 
-    def latest(
-        self, low: int, high: int
-    ) -> tuple[int, list[ProducerSnapshotEntry]] | None:
+    def latest(self, low: int, high: int) -> tuple[int, list[ProducerSnapshotEntry]] | None:
         """The newest snapshot with low <= offset <= high that parses; corrupt ones on the way
         are deleted. None when there is none."""
         for offset in reversed(self.offsets()):

@@ -119,10 +119,13 @@ class TransactionIndex:
         return collect_aborted(self._entries, start_offset, upper_bound)
 
     def truncate_to(self, offset: int) -> int:
-        """Drop the entries whose marker is at or after `offset`; how many went."""
+        """Drop the entries whose marker is at or after `offset`; how many went. A corrupt
+        index stays as it is, for the replay that rebuilds it (`reset`)."""
+        if self._load_problem is not None:
+            return 0
         kept = [t for t in self._entries if t.last_offset < offset]
         removed = len(self._entries) - len(kept)
-        if removed or self._load_problem is not None:
+        if removed:
             self._rewrite(kept)
         return removed
 
