@@ -180,6 +180,14 @@ class Partition:
         )
         self.log.producer_snapshot_writer = self._write_producer_snapshot
 
+    def use_moved_log(self, moved: PartitionLog) -> None:
+        """Serve from `moved`, a copy of the log in another log dir (AlterReplicaLogDirs): it
+        holds the same batches, so the same aborts, which a copy does not index itself."""
+        for txn in self.log.all_aborted_transactions():
+            moved.append_aborted_txn(txn)
+        self.log = moved
+        moved.producer_snapshot_writer = self._write_producer_snapshot
+
     def _write_producer_snapshot(self, offset: int) -> None:
         """The log rolled (or closes) at `offset`: the producer state covers what is below."""
         self.log.producer_snapshots.write(offset, self.producer_state.snapshot_entries())

@@ -225,7 +225,7 @@ class ReplicaManager:
 
     def use_moved_log(self, topic: str, partition: int, moved: PartitionLog) -> None:
         """The replica's log moved to another log dir: serve it from there."""
-        self.partitions[(topic, partition)].log = moved
+        self.partitions[(topic, partition)].use_moved_log(moved)
 
     def topic_name_for_id(self, topic_id: uuid.UUID) -> str | None:
         name = self.metadata_cache.topic_name(topic_id)

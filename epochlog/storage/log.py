@@ -78,7 +78,7 @@ from epochlog.storage.layout import (
 from epochlog.storage.log_loader import load_segments
 from epochlog.storage.producer_snapshot import ProducerSnapshotEntry, ProducerSnapshots
 from epochlog.storage.segment import LogSegment, TimestampAndOffset
-from epochlog.storage.txn_index import AbortedTxn, encode_aborted_txn
+from epochlog.storage.txn_index import AbortedTxn
 
 logger = logging.getLogger(__name__)
 
@@ -815,16 +815,10 @@ class PartitionLog:
                 (self.directory / (name + CLEANED_SUFFIX)).unlink(missing_ok=True)
             return None
         names = [segment_file_name(cleaned_base, s) for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)]
-        # The replaced segments' aborts move to the cleaned one (the cleaner keeps every marker
-        # that still has data of its transaction below it, so their entries still hold).
-        aborted = [txn for segment in old for txn in segment.txn_index.entries]
-        if aborted:
-            txn_name = segment_file_name(cleaned_base, TXN_INDEX_SUFFIX)
-            cleaned_txn = self.directory / (txn_name + CLEANED_SUFFIX)
-            with open(cleaned_txn, "wb") as out:
-                out.write(b"".join(encode_aborted_txn(txn) for txn in aborted))
-                out.flush()
-                os.fsync(out.fileno())
+        # The cleaner writes the cleaned segment's aborts (those whose data it kept, see
+        # compaction.CleanedTransactions) only when there are some.
+        txn_name = segment_file_name(cleaned_base, TXN_INDEX_SUFFIX)
+        if (self.directory / (txn_name + CLEANED_SUFFIX)).exists():
             names.append(txn_name)
         names.append(segment_file_name(cleaned_base, LOG_SUFFIX))  # the log file last
         for name in names:
