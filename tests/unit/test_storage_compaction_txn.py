@@ -4,6 +4,10 @@ over a log holding committed and aborted transactions."""
 
 from __future__ import annotations
 
+import os
+
+import pytest
+
 from epochlog.protocol.control_records import (
     ControlType,
     EndTxnMarker,
@@ -19,7 +23,7 @@ from epochlog.protocol.records import (
 from epochlog.storage import LogConfig, PartitionLog
 from epochlog.storage.compaction import CleanedTransactions, OffsetMap, filter_batch
 from epochlog.storage.txn_index import AbortedTxn
-from tests.unit.test_storage_cleaner import DAY, NOW, Clock, batch, started
+from tests.unit.test_storage_cleaner import CRASH_STEPS, DAY, NOW, Clock, Crash, batch, started
 
 COMMIT = EndTxnMarker(ControlType.COMMIT, 0)
 ABORT = EndTxnMarker(ControlType.ABORT, 0)
@@ -165,3 +169,35 @@ def test_a_pass_removes_aborted_records_keeps_committed_ones_and_then_the_marker
     assert control_batches(log) == [(1, 2, False), (2, 7, False)]
     assert set(data_records(log)) == {b"k1", b"k2", b"k4", b"tail", b"tail2"}
     manager.shutdown()
+
+
+@pytest.mark.parametrize("step", CRASH_STEPS)
+def test_a_crash_at_each_step_of_a_swap_keeps_the_abort_indexed(tmp_path, step):
+    clock = Clock()
+    manager = started(tmp_path / "d", clock, CONFIG)
+    log = manager.get_or_create_log("t", 0, config=CONFIG)
+    append(log, txn_batch(1, 0, [(b"k1", b"committed")]))  # 0
+    append(log, build_marker_batch(1, 0, COMMIT, NOW))  # 1
+    log.roll()
+    append(log, txn_batch(2, 0, [(b"k1", b"aborted")]))  # 2, in the segment at 2
+    abort(log, 2, 2)  # 3
+    log.roll()
+    append(log, batch([(b"tail", b"x")]))  # 4
+    log.flush()
+
+    def crash(name: str) -> None:
+        if name == step:
+            raise Crash(name)
+
+    manager.cleaner.on_step = crash
+    with pytest.raises(Crash):
+        manager.cleaner.clean_once()
+    os.close(manager._locks.pop(manager.log_dirs[0]))  # the process dies here
+    reopened = started(tmp_path / "d", clock, CONFIG).get_log("t", 0)
+    names = [p.name for p in (tmp_path / "d" / "t-0").iterdir()]
+    assert not [n for n in names if n.endswith((".cleaned", ".swap", ".deleted"))], names
+    assert reopened.all_aborted_transactions() == [AbortedTxn(2, 2, 3, 4)]
+    assert reopened.collect_aborted_transactions(0, 5) == [AbortedTxn(2, 2, 3, 4)]
+    swapped = CRASH_STEPS.index(step) >= CRASH_STEPS.index("swap-committed")
+    # Folded without regard to transactions: the aborted record is gone once the swap stands.
+    assert data_records(reopened)[b"k1"] == (b"committed" if swapped else b"aborted")
