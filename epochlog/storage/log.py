@@ -3,7 +3,10 @@
 `PartitionLog` owns `<log.dir>/<topic>-<partition>/`: segments sorted by base offset (the last one
 is active and takes appends), the log start offset (first offset still readable), the log end
 offset (next offset to assign), the recovery point (offsets below it are fsynced), and the leader
-epoch cache with its `leader-epoch-checkpoint` file.
+epoch cache with its `leader-epoch-checkpoint` file. Each segment's `.txnindex` lists the aborted
+transactions whose markers it holds (`append_aborted_txn`, `collect_aborted_transactions`); the
+`.snapshot` files hold producer state, written through the owner's `producer_snapshot_writer`
+at each roll and clean close, and cut with the log.
 
 Appends take raw record batches and never decode records. A leader append checks every batch
 (framing and CRC, then Kafka's producer rules), and only when all pass stamps consecutive offsets
