@@ -318,3 +318,17 @@ def test_retention_deletes_snapshots_below_the_first_segment(tmp_path):
     p.log.delete_old_segments(NOW, p.high_watermark)
     assert p.log.producer_snapshots.offsets() == [14]
     assert p.log.all_aborted_transactions() == []
+
+
+def test_a_log_moved_to_another_dir_keeps_the_aborts_and_takes_snapshots(tmp_path):
+    p = leader(tmp_path / "a")
+    fill(p, 2)
+    moved = PartitionLog.open(tmp_path / "b" / "t-0", LogConfig())
+    moved.append_as_follower(p.log.read_for_copy(0, 10**6).read_bytes(), NOW)
+    assert moved.all_aborted_transactions() == []  # a copy does not index aborts itself
+    before = p.log.all_aborted_transactions()
+    p.use_moved_log(moved)
+    assert p.log is moved and moved.all_aborted_transactions() == before
+    assert committed_read_aborts(p, 0) == [(200, 3), (203, 10)]
+    moved.roll(NOW)
+    assert moved.producer_snapshots.offsets() == [14]
