@@ -176,9 +176,11 @@ class Broker:
         self._started = False
 
     def _high_watermark_of(self, key: tuple[str, int]) -> int | None:
-        """For the log cleaner (on the loop): the partition's HW, None if it is not served."""
+        """For the log cleaner (on the loop): how far it may clean, the partition's last stable
+        offset (min(HW, first unstable offset): an undecided transaction is never cleaned), None
+        if it is not served."""
         partition = self.replica_manager.partitions.get(key)
-        return None if partition is None else partition.high_watermark
+        return None if partition is None else partition.last_stable_offset
 
     @property
     def advertised_endpoints(self) -> tuple[BrokerEndpoint, ...]:

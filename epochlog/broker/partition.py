@@ -178,6 +178,19 @@ class Partition:
         self.high_watermark = min(
             max(self.high_watermark, self.log.log_start_offset), self.log.log_end_offset
         )
+        self.log.producer_snapshot_writer = self._write_producer_snapshot
+
+    def use_moved_log(self, moved: PartitionLog) -> None:
+        """Serve from `moved`, a copy of the log in another log dir (AlterReplicaLogDirs): it
+        holds the same batches, so the same aborts, which a copy does not index itself."""
+        for txn in self.log.all_aborted_transactions():
+            moved.append_aborted_txn(txn)
+        self.log = moved
+        moved.producer_snapshot_writer = self._write_producer_snapshot
+
+    def _write_producer_snapshot(self, offset: int) -> None:
+        """The log rolled (or closes) at `offset`: the producer state covers what is below."""
+        self.log.producer_snapshots.write(offset, self.producer_state.snapshot_entries())
 
     @property
     def key(self) -> tuple[str, int]:
@@ -416,9 +429,11 @@ class Partition:
         info = self.log.append_as_leader(
             records, self.leader_epoch, now_ms, validated=parse_batch_header(records)
         )
-        self.producer_state.complete_txn(
+        completed = self.producer_state.complete_txn(
             producer_id, producer_epoch, marker, info.first_offset, now_ms
         )
+        if completed.aborted is not None:
+            self.log.append_aborted_txn(completed.aborted)
         moved = self.maybe_increment_high_watermark(now_ms)
         return LeaderAppendResult(
             info.first_offset,
@@ -441,7 +456,11 @@ class Partition:
                     markers[header.base_offset] = read_marker(records, position)
         for header in info.headers:
             if header.producer_id >= 0:
-                self.producer_state.record_batch(header, now_ms, markers.get(header.base_offset))
+                completed = self.producer_state.record_batch(
+                    header, now_ms, markers.get(header.base_offset)
+                )
+                if completed is not None and completed.aborted is not None:
+                    self.log.append_aborted_txn(completed.aborted)
         return info
 
     def update_follower_log_start_offset(self, leader_log_start_offset: int) -> bool:
@@ -528,7 +547,7 @@ class Partition:
         if committed:
             # Bounded by the LSO rather than the last batch read: a superset, which consumers
             # match against the batches they get.
-            aborted = self.producer_state.aborted_transactions(fetch_offset, lso)
+            aborted = log.collect_aborted_transactions(fetch_offset, lso)
         return ReadResult(
             records,
             hw,
@@ -593,19 +612,40 @@ def _now_ms() -> int:
 
 
 def rebuild_producer_state(
-    state: ProducerStateManager, partition_log: PartitionLog, now_ms: int
-) -> None:
-    """Replay the producer fields of every batch header in the log; only control batches are
-    read whole, for their transaction markers."""
+    state: ProducerStateManager,
+    partition_log: PartitionLog,
+    now_ms: int,
+    from_snapshot: bool = True,
+) -> int:
+    """Restore the producer state and the aborted-transaction index from the log: load the
+    log's usable producer snapshot (unless `from_snapshot` is False; see
+    `PartitionLog.usable_producer_snapshot`) and replay the batch headers after it, reading only
+    control batches whole for their markers. The aborts the replay meets are indexed again.
+    Returns the batches replayed."""
+    first_base = partition_log.segments[0].base_offset
+    found = partition_log.usable_producer_snapshot() if from_snapshot else None
+    start, saved = found if found is not None else (first_base, [])
+    partition_log.drop_aborted_transactions_from(start)
     markers: dict[int, EndTxnMarker | None] = {}
+    replayed = 0
 
     def headers() -> Iterator[BatchHeader]:
+        nonlocal replayed
         for segment in partition_log.segments:
-            for position, header in segment.iter_batches():
+            if segment.next_offset <= start:
+                continue
+            begin = 0
+            if segment.base_offset < start:
+                at = segment.find_position(start)
+                if at is None:
+                    continue
+                begin = at[0]
+            for position, header in segment.iter_batches(begin):
                 if header.is_control and header.producer_id >= 0:
-                    markers[header.base_offset] = read_marker(
-                        segment.read_batch(position, header)
-                    )
+                    markers[header.base_offset] = read_marker(segment.read_batch(position, header))
+                replayed += 1
                 yield header
 
-    state.rebuild(headers(), now_ms, markers)
+    for aborted in state.rebuild(headers(), now_ms, markers, saved):
+        partition_log.append_aborted_txn(aborted)
+    return replayed

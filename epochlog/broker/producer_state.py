@@ -30,10 +30,15 @@ marker's TRANSACTION_COORDINATOR_FENCED; a non-transactional batch while the pro
 transaction is open is INVALID_TXN_STATE. An ended transaction stays unstable until the high
 watermark passes its marker (so the LSO never runs ahead of what the ISR holds); the first
 unstable offset is the smallest first offset of an open or unreplicated transaction, and the
-partition's LSO is min(that, HW). Every abort is kept as an `AbortedTxn` (the entry of Kafka's
-`.txnindex`: producer id, first offset, marker offset, and the LSO when it was written), which a
-read_committed fetch lists for the range it returns. `rebuild` replays markers too (the caller
-reads each control batch's marker), so a restart or truncation restores all of it.
+partition's LSO is min(that, HW). Every abort yields an `AbortedTxn` (the entry of Kafka's
+`.txnindex`: producer id, first offset, marker offset, and the LSO when it was written), which
+the caller indexes in the log (`storage/txn_index.py`) for read_committed fetches. `rebuild`
+replays markers too (the caller reads each control batch's marker) and returns the aborts it met.
+
+Snapshots (Kafka's `.snapshot`, `storage/producer_snapshot.py`): `snapshot_entries` gives each
+producer's epoch, last batch, coordinator epoch and open transaction; `rebuild` can start from
+such a snapshot and replay only the batches after it. As in Kafka only a producer's last batch
+survives a snapshot (a retry of an older one of its five is then out of sequence).
 """
 
 from __future__ import annotations
@@ -46,6 +51,10 @@ from dataclasses import dataclass, field
 from epochlog.protocol.control_records import EndTxnMarker
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.records import BatchHeader
+from epochlog.storage.producer_snapshot import ProducerSnapshotEntry
+from epochlog.storage.txn_index import AbortedTxn
+
+__all__ = ["AbortedTxn", "ProducerStateManager"]
 
 MAX_BATCHES_PER_PRODUCER = 5
 INT32_MAX = 2**31 - 1
@@ -81,22 +90,13 @@ class ProducerEntry:
 
 @dataclass(frozen=True, slots=True)
 class CompletedTxn:
-    """A transaction ended by the marker at `last_offset`."""
+    """A transaction ended by the marker at `last_offset`; `aborted` is its index entry."""
 
     producer_id: int
     first_offset: int
     last_offset: int
     is_aborted: bool
-
-
-@dataclass(frozen=True, slots=True)
-class AbortedTxn:
-    """One entry of the aborted-transaction index (Kafka's `AbortedTxn`, 34 bytes on disk)."""
-
-    producer_id: int
-    first_offset: int
-    last_offset: int  # the abort marker's offset
-    last_stable_offset: int
+    aborted: AbortedTxn | None = None
 
 
 class Verdict(enum.Enum):
@@ -133,7 +133,6 @@ class ProducerStateManager:
         self._entries: dict[int, ProducerEntry] = {}
         self._ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
         self._unreplicated: list[CompletedTxn] = []  # ended, marker not yet below the HW
-        self._aborted: list[AbortedTxn] = []  # in marker order
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -335,13 +334,14 @@ class ProducerStateManager:
         entry.coordinator_epoch = max(entry.coordinator_epoch, marker.coordinator_epoch)
         entry.last_timestamp = max(entry.last_timestamp, timestamp)
         self._ongoing.pop(producer_id, None)
-        completed = CompletedTxn(producer_id, first, marker_offset, not marker.is_commit)
-        if completed.is_aborted:
+        aborted = None
+        if not marker.is_commit:
             others = [o for o in self._ongoing.values()] + [
                 t.first_offset for t in self._unreplicated if t.producer_id != producer_id
             ]
             last_stable = min(others) if others else marker_offset + 1
-            self._aborted.append(AbortedTxn(producer_id, first, marker_offset, last_stable))
+            aborted = AbortedTxn(producer_id, first, marker_offset, last_stable)
+        completed = CompletedTxn(producer_id, first, marker_offset, aborted is not None, aborted)
         self._unreplicated.append(completed)
         return completed
 
@@ -354,42 +354,72 @@ class ProducerStateManager:
         firsts.extend(t.first_offset for t in self._unreplicated)
         return min(firsts) if firsts else None
 
-    def aborted_transactions(self, start_offset: int, upper_bound: int) -> list[AbortedTxn]:
-        """Aborted transactions that overlap [start_offset, upper_bound) (Kafka's
-        `collectAbortedTransactions`): the marker at or after the start, the first offset below
-        the bound."""
-        return [
-            txn
-            for txn in self._aborted
-            if txn.last_offset >= start_offset and txn.first_offset < upper_bound
-        ]
-
-    def remove_aborted_before(self, log_start_offset: int) -> int:
-        """Forget aborts whose marker went with retention (below the log start); how many."""
-        kept = [txn for txn in self._aborted if txn.last_offset >= log_start_offset]
-        removed = len(self._aborted) - len(kept)
-        self._aborted = kept
-        return removed
-
-    def all_aborted(self) -> list[AbortedTxn]:
-        return list(self._aborted)
-
     def rebuild(
         self,
         headers: Iterable[BatchHeader],
         now_ms: int,
         markers: Mapping[int, EndTxnMarker | None] | None = None,
-    ) -> None:
-        """Forget everything and replay the producer fields of the log's batches, in order;
-        `markers` holds each control batch's marker by its offset."""
+        snapshot: Iterable[ProducerSnapshotEntry] = (),
+    ) -> list[AbortedTxn]:
+        """Forget everything, load `snapshot` (the state before the first header) and replay the
+        producer fields of the log's batches, in order; `markers` holds each control batch's
+        marker by its offset. Returns the aborted transactions the replay ended."""
         self._entries.clear()
         self._ongoing.clear()
         self._unreplicated.clear()
-        self._aborted.clear()
+        for saved in snapshot:
+            self._load_entry(saved, now_ms)
         found = markers if markers is not None else {}  # may fill while headers are read
+        aborted: list[AbortedTxn] = []
         for header in headers:
             if header.producer_id >= 0:
-                self.record_batch(header, now_ms, found.get(header.base_offset))
+                completed = self.record_batch(header, now_ms, found.get(header.base_offset))
+                if completed is not None and completed.aborted is not None:
+                    aborted.append(completed.aborted)
+        return aborted
+
+    def _load_entry(self, saved: ProducerSnapshotEntry, now_ms: int) -> None:
+        """A snapshot's entry; it counts as active now, as a replayed one does."""
+        entry = ProducerEntry(
+            saved.producer_id,
+            saved.producer_epoch,
+            last_timestamp=now_ms,
+            coordinator_epoch=saved.coordinator_epoch,
+            current_txn_first_offset=saved.current_txn_first_offset,
+        )
+        if saved.last_sequence >= 0 and saved.last_offset >= 0:
+            first_seq = (saved.last_sequence - saved.offset_delta) & INT32_MAX
+            entry.batches.append(
+                BatchMetadata(
+                    first_seq,
+                    saved.last_sequence,
+                    saved.last_offset - saved.offset_delta,
+                    saved.last_offset,
+                )
+            )
+        self._entries[saved.producer_id] = entry
+        if saved.current_txn_first_offset >= 0:
+            self._ongoing[saved.producer_id] = saved.current_txn_first_offset
+
+    def snapshot_entries(self) -> list[ProducerSnapshotEntry]:
+        """Every producer's state as a snapshot holds it (Kafka's field meanings), by id."""
+        out: list[ProducerSnapshotEntry] = []
+        for pid in sorted(self._entries):
+            entry = self._entries[pid]
+            last = entry.batches[-1] if entry.batches else None
+            out.append(
+                ProducerSnapshotEntry(
+                    producer_id=pid,
+                    producer_epoch=entry.epoch,
+                    last_sequence=last.last_seq if last else -1,
+                    last_offset=last.last_offset if last else -1,
+                    offset_delta=last.last_offset - last.first_offset if last else 0,
+                    timestamp=entry.last_timestamp,
+                    coordinator_epoch=entry.coordinator_epoch,
+                    current_txn_first_offset=entry.current_txn_first_offset,
+                )
+            )
+        return out
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
         """Drop producers idle for `expiration_ms` (producer.id.expiration.ms); how many."""

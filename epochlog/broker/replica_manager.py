@@ -225,7 +225,7 @@ class ReplicaManager:
 
     def use_moved_log(self, topic: str, partition: int, moved: PartitionLog) -> None:
         """The replica's log moved to another log dir: serve it from there."""
-        self.partitions[(topic, partition)].log = moved
+        self.partitions[(topic, partition)].use_moved_log(moved)
 
     def topic_name_for_id(self, topic_id: uuid.UUID) -> str | None:
         name = self.metadata_cache.topic_name(topic_id)
@@ -771,14 +771,13 @@ class ReplicaManager:
         return True
 
     def run_retention(self, now: int | None = None) -> int:
-        """One retention pass, producer-id expiry, and aborted transactions whose markers went;
-        segments deleted."""
+        """One retention pass and producer-id expiry (aborted transactions go with the segment
+        holding their marker); segments deleted."""
         now = now_ms() if now is None else now
         deleted = self.log_manager.cleanup_logs(now, self.high_watermarks())
         expiration = self.config["producer.id.expiration.ms"]
         for partition in self.partitions.values():
             partition.producer_state.remove_expired(now, expiration)
-            partition.producer_state.remove_aborted_before(partition.log_start_offset)
         return deleted
 
     # -------------------------------------------------------------------- lifecycle

@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Protocol, TypeVar
 
 from epochlog.protocol.compression import Compression, decompress
+from epochlog.protocol.control_records import EndTxnMarker, read_marker
 from epochlog.protocol.errors import CorruptRecordError
 from epochlog.protocol.records import (
     BATCH_HEADER_SIZE,
@@ -59,6 +60,7 @@ from epochlog.protocol.records import (
 from epochlog.storage.checkpoint import OffsetCheckpointFile
 from epochlog.storage.compaction import (
     CleanableRange,
+    CleanedTransactions,
     CleaningCandidate,
     CompactionConfig,
     OffsetMap,
@@ -83,6 +85,7 @@ from epochlog.storage.layout import (
 )
 from epochlog.storage.log import PartitionLog
 from epochlog.storage.segment import LogSegment
+from epochlog.storage.txn_index import AbortedTxn
 
 logger = logging.getLogger(__name__)
 
@@ -212,6 +215,8 @@ class _Job:
     cleanable: CleanableRange
     truncations: int
     now_ms: int
+    # The aborted transactions overlapping the cleanable range (its `.txnindex` entries).
+    aborted: list[AbortedTxn] = field(default_factory=list)
     stats: PassStats = field(init=False)
 
     def __post_init__(self) -> None:
@@ -443,7 +448,12 @@ class LogCleaner:
             return None
         self._in_progress.add(key)
         self._horizons.pop(key, None)
-        return _Job(key, log, log_dir, log.config, segments, chosen.cleanable, truncations, now)
+        aborted = log.collect_aborted_transactions(
+            log.segments[0].base_offset, chosen.cleanable.first_uncleanable
+        )
+        return _Job(
+            key, log, log_dir, log.config, segments, chosen.cleanable, truncations, now, aborted
+        )
 
     def _clean(self, job: _Job) -> None:
         started = time.perf_counter()
@@ -453,6 +463,8 @@ class LogCleaner:
         offset_map = OffsetMap(self.config.max_map_entries)
         end = first_uncleanable
         last_batches: dict[int, int] = {}
+        # Aborted records never enter the map: they must not supersede committed ones.
+        txns = CleanedTransactions(t for t in job.aborted if t.last_offset >= first_dirty)
         for view in job.segments:
             filling = first_dirty < view.next_offset and view.base_offset < first_uncleanable
             if not filling:
@@ -464,6 +476,11 @@ class LogCleaner:
                 if header.producer_id >= 0 and not header.attributes & CONTROL_MASK:
                     last_batches[header.producer_id] = header.last_offset
                 if stop is not None or header.base_offset < first_dirty:
+                    continue
+                if header.is_control:
+                    txns.marker_removable(header, _marker(chunk, rel, header))
+                    continue
+                if header.producer_id >= 0 and txns.discard_data_batch(header):
                     continue
                 payload = _payload(chunk, rel, header)
                 stop = add_batch_to_offset_map(payload, header, offset_map, end)
@@ -561,6 +578,7 @@ class LogCleaner:
         headers: list[BatchHeader] = []
         horizon: int | None = None
         retention = job.config.delete_retention_ms
+        txns = CleanedTransactions(t for t in job.aborted if t.last_offset >= base)
         for view in old:
             for chunk, rel, header in self._batches(view):
                 stats.bytes_read += header.size
@@ -569,8 +587,20 @@ class LogCleaner:
                     header.producer_id >= 0
                     and last_batches.get(header.producer_id) == header.last_offset
                 )
+                discard = removable = False
+                if header.is_control:
+                    removable = txns.marker_removable(header, _marker(chunk, rel, header))
+                elif header.producer_id >= 0:
+                    discard = txns.discard_data_batch(header)
                 result = filter_batch(
-                    chunk, rel, offset_map, job.now_ms, retention, retain_empty=retain_empty
+                    chunk,
+                    rel,
+                    offset_map,
+                    job.now_ms,
+                    retention,
+                    retain_empty=retain_empty,
+                    discard_records=discard,
+                    marker_removable=removable,
                 )
                 _yield_now_and_then()
                 if result.data is None:
@@ -591,6 +621,9 @@ class LogCleaner:
         if headers:
             out.append(pending, headers)
             stats.bytes_written += len(pending)
+        for txn in txns.kept_aborted:
+            out.txn_index.append(txn)
+        out.txn_index.flush()
         out.on_become_inactive()
         out.close(flush=False)
         return horizon
@@ -670,6 +703,13 @@ def read_headers(file: SharedFile, size: int, where: object) -> Iterator[BatchHe
         header = parse_batch_header(chunk, rel)
         yield header
         position += header.size
+
+
+def _marker(chunk: bytes, rel: int, header: BatchHeader) -> EndTxnMarker | None:
+    """The transaction marker of a control batch (None: empty, or another control type)."""
+    if header.records_count == 0 or header.producer_id < 0:
+        return None
+    return read_marker(chunk, rel)
 
 
 def _payload(chunk: bytes, rel: int, header: BatchHeader) -> bytes:

@@ -26,6 +26,18 @@ groupSegmentsBySize); each group becomes one cleaned segment named by its first 
 A producer's last batch is kept even when emptied (`retain_empty`), so that the producer state
 rebuilt from batch headers still knows the producer's sequence.
 
+Transactions (Kafka's `CleanedTransactionMetadata` and `shouldDiscardBatch`). The cleaner only
+ever sees decided transactions: its range ends at the last stable offset (the broker hands it
+min(HW, first unstable offset)). `CleanedTransactions` walks the batches in offset order with the
+aborted transactions of the range (from the `.txnindex`): a transactional batch of an aborted
+transaction is discarded whole (its keys never enter the offset map, so an aborted record never
+supersedes a committed one); a marker may go once no batch of its transaction was seen in this
+pass, i.e. once every data batch of it is gone. Like a tombstone, such a marker is first kept
+with a delete horizon (now + `delete.retention.ms`, in its base timestamp, KIP-534) and dropped
+by a pass after the horizon, so a consumer that read the data before the cleaning still sees the
+marker. An ABORT marker kept because its data was still there is indexed in the cleaned
+segment's `.txnindex`; one whose data is gone needs no entry.
+
 Kept records are copied as their bytes (`scan_records` finds each record's span, key and whether
 it is a tombstone; `filter_batch` joins the spans that stay and re-frames the batch with a new
 count and CRC): their offset and timestamp deltas stay valid because the base offset and base
@@ -43,6 +55,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from epochlog.protocol.compression import Compression, compress, decompress
+from epochlog.protocol.control_records import EndTxnMarker
 from epochlog.protocol.errors import CorruptRecordError
 from epochlog.protocol.records import (
     BATCH_HEADER_SIZE,
@@ -59,6 +72,7 @@ from epochlog.protocol.records import (
     verify_batch,
 )
 from epochlog.protocol.varint import decode_varint
+from epochlog.storage.txn_index import AbortedTxn
 
 MAX_LAG = 2**63 - 1
 INT32_MAX = 2**31 - 1
@@ -313,21 +327,32 @@ def filter_batch(
     *,
     retain_empty: bool = False,
     verify: bool = True,
+    discard_records: bool = False,
+    marker_removable: bool = False,
 ) -> FilteredBatch:
     """The batch at `pos` with only the records that stay (see `record_retained`).
 
     A batch that keeps every record and needs no delete horizon is returned as it was. Control
-    batches are kept as they are. `retain_empty` keeps an empty batch header when nothing is left
-    (the last batch of a producer, so that its sequence state survives). With `verify` the CRC
-    is checked first (CorruptRecordError).
+    batches are kept as they are unless `marker_removable` (see `CleanedTransactions`): then one
+    without a delete horizon gets one, and one past its horizon goes. `discard_records` (a batch
+    of an aborted transaction) removes every record. `retain_empty` keeps an empty batch header
+    when nothing is left (the last batch of a producer, so that its sequence state survives).
+    With `verify` the CRC is checked first (CorruptRecordError).
     """
     header = parse_batch_header(buf, pos)
     if verify:
         verify_batch(buf, pos, header)
     view = memoryview(buf)
     if header.attributes & CONTROL_MASK:
-        original = bytes(view[pos : pos + header.size])
-        return FilteredBatch(original, header.records_count, 0, header.max_timestamp)
+        return _filter_control_batch(
+            view, pos, header, now_ms, delete_retention_ms, marker_removable
+        )
+    if discard_records:
+        if retain_empty:
+            return FilteredBatch(
+                _empty_batch(header), 0, header.records_count, header.max_timestamp
+            )
+        return FilteredBatch(None, 0, header.records_count, header.max_timestamp)
     payload = bytes(view[pos + BATCH_HEADER_SIZE : pos + header.size])
     if header.compression is not Compression.NONE:
         payload = decompress(header.compression, payload)
@@ -374,6 +399,91 @@ def filter_batch(
         max_timestamp = header.base_timestamp + max(span[3] for span in kept)
     data = _pack(header, attributes, header.base_timestamp, max_timestamp, len(kept), body)
     return FilteredBatch(data, len(kept), removed, max_timestamp)
+
+
+def _filter_control_batch(
+    view: memoryview,
+    pos: int,
+    header: BatchHeader,
+    now_ms: int,
+    delete_retention_ms: int,
+    removable: bool,
+) -> FilteredBatch:
+    original = bytes(view[pos : pos + header.size])
+    kept = FilteredBatch(original, header.records_count, 0, header.max_timestamp)
+    if not removable:
+        return kept
+    if header.attributes & DELETE_HORIZON_MASK:
+        if now_ms >= header.base_timestamp:
+            return FilteredBatch(None, 0, header.records_count, header.max_timestamp)
+        return kept
+    if header.records_count == 0:
+        return FilteredBatch(None, 0, 0, header.max_timestamp)  # an emptied marker: nothing to see
+    payload = original[BATCH_HEADER_SIZE:]
+    if header.compression is not Compression.NONE:
+        payload = decompress(header.compression, payload)
+    spans = scan_records(payload, header.records_count, f"batch at offset {header.base_offset}")
+    data = _rebuild_with_horizon(header, payload, spans, now_ms + delete_retention_ms)
+    return FilteredBatch(data, len(spans), 0, parse_batch_header(data).max_timestamp)
+
+
+@dataclass
+class _AbortedInPass:
+    txn: AbortedTxn
+    last_seen_batch: int | None = None  # last offset of the last batch of it this pass saw
+
+
+class CleanedTransactions:
+    """What a cleaning pass knows of transactions, fed every batch of its range in offset order
+    (Kafka's CleanedTransactionMetadata). `aborted` are the aborted transactions overlapping the
+    range (`PartitionLog.collect_aborted_transactions`)."""
+
+    def __init__(self, aborted: Iterable[AbortedTxn]) -> None:
+        self._pending = sorted(aborted, key=lambda txn: txn.first_offset)
+        self._next = 0
+        self._aborted: dict[int, _AbortedInPass] = {}  # producer id -> its aborted txn, begun
+        self._committed: set[int] = set()  # producers with a batch of an undecided-here txn
+        # ABORT markers kept because data of their transaction was still there, in marker
+        # order: the cleaned segment's `.txnindex`.
+        self.kept_aborted: list[AbortedTxn] = []
+
+    def _begin_up_to(self, offset: int) -> None:
+        while self._next < len(self._pending) and self._pending[self._next].first_offset <= offset:
+            txn = self._pending[self._next]
+            self._aborted[txn.producer_id] = _AbortedInPass(txn)
+            self._next += 1
+
+    def discard_data_batch(self, header: BatchHeader) -> bool:
+        """Whether this data batch belongs to an aborted transaction (its records all go)."""
+        self._begin_up_to(header.last_offset)
+        if not header.is_transactional:
+            return False
+        aborted = self._aborted.get(header.producer_id)
+        if aborted is not None:
+            aborted.last_seen_batch = header.last_offset
+            return True
+        self._committed.add(header.producer_id)
+        return False
+
+    def marker_removable(self, header: BatchHeader, marker: EndTxnMarker | None) -> bool:
+        """Whether this control batch may go (after its delete horizon): no batch of its
+        transaction was seen in this pass. `marker` is its decoded record (None: not a
+        transaction marker, or an empty batch)."""
+        self._begin_up_to(header.last_offset)
+        if header.records_count == 0:
+            return True  # already emptied by an earlier pass
+        if marker is None:
+            return False
+        if not marker.is_commit:
+            aborted = self._aborted.pop(header.producer_id, None)
+            if aborted is not None and aborted.last_seen_batch is not None:
+                self.kept_aborted.append(aborted.txn)
+                return False
+            return True
+        if header.producer_id in self._committed:
+            self._committed.discard(header.producer_id)
+            return False
+        return True
 
 
 def _rebuild_with_horizon(

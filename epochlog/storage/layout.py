@@ -2,8 +2,9 @@
 
 A log dir holds one directory per partition, `<topic>-<partition>`, plus the per-dir checkpoints
 and `meta.properties`. A partition dir holds segments named by their base offset padded to 20
-digits (`00000000000000001234.log`, `.index`, `.timeindex`), `leader-epoch-checkpoint` and
-`partition.metadata`. Everything here is pure naming: building and parsing names, no I/O.
+digits (`00000000000000001234.log`, `.index`, `.timeindex`, `.txnindex`), producer state
+snapshots (`<offset>.snapshot`), `leader-epoch-checkpoint` and `partition.metadata`. Everything
+here is pure naming: building and parsing names, no I/O.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ import re
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
-SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+# Aborted transactions whose markers the segment holds; only a segment with aborts has one.
+TXN_INDEX_SUFFIX = ".txnindex"
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 # Leftovers of an interrupted operation; removed when a partition dir is loaded.
 DELETED_SUFFIX = ".deleted"
 TMP_SUFFIX = ".tmp"
@@ -40,7 +43,7 @@ FUTURE_DIR_SUFFIX = "-future"
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
-_SEGMENT_NAME = re.compile(r"(\d{20})(\.log|\.index|\.timeindex)")
+_SEGMENT_NAME = re.compile(r"(\d{20})(\.log|\.index|\.timeindex|\.txnindex)")
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:

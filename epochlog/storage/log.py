@@ -3,7 +3,10 @@
 `PartitionLog` owns `<log.dir>/<topic>-<partition>/`: segments sorted by base offset (the last one
 is active and takes appends), the log start offset (first offset still readable), the log end
 offset (next offset to assign), the recovery point (offsets below it are fsynced), and the leader
-epoch cache with its `leader-epoch-checkpoint` file.
+epoch cache with its `leader-epoch-checkpoint` file. Each segment's `.txnindex` lists the aborted
+transactions whose markers it holds (`append_aborted_txn`, `collect_aborted_transactions`); the
+`.snapshot` files hold producer state, written through the owner's `producer_snapshot_writer`
+at each roll and clean close, and cut with the log.
 
 Appends take raw record batches and never decode records. A leader append checks every batch
 (framing and CRC, then Kafka's producer rules), and only when all pass stamps consecutive offsets
@@ -71,11 +74,14 @@ from epochlog.storage.layout import (
     SEGMENT_SUFFIXES,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     parse_log_dir_name,
     segment_file_name,
 )
 from epochlog.storage.log_loader import load_segments
+from epochlog.storage.producer_snapshot import ProducerSnapshotEntry, ProducerSnapshots
 from epochlog.storage.segment import LogSegment, TimestampAndOffset
+from epochlog.storage.txn_index import AbortedTxn
 
 logger = logging.getLogger(__name__)
 
@@ -133,6 +139,10 @@ class PartitionLog:
         self.lowest_truncation: int | None = None
         # Whether a hole in the offsets is damage (False once the log is or was compacted).
         self.dense_offsets = not config.compact
+        self.producer_snapshots = ProducerSnapshots(directory)
+        # Set by the log's owner (the partition): writes its producer state as a snapshot at the
+        # given offset. Called when a segment rolls and when the log closes cleanly.
+        self.producer_snapshot_writer: Callable[[int], None] | None = None
 
     @classmethod
     def open(
@@ -421,7 +431,79 @@ class PartitionLog:
         self._segments.append(segment)
         self._bases.append(segment.base_offset)
         self.recovery_point = max(self.recovery_point, segment.base_offset)
+        self._write_producer_snapshot(segment.base_offset)
         return segment
+
+    def _write_producer_snapshot(self, offset: int) -> None:
+        if self.producer_snapshot_writer is None:
+            return
+        try:
+            self.producer_snapshot_writer(offset)
+        except OSError as exc:  # a snapshot only saves a replay: the log stays usable
+            logger.warning(
+                "%s: cannot write the producer snapshot at %d: %s", self._name, offset, exc
+            )
+
+    # ------------------------------------------------------------- aborted transactions
+
+    def append_aborted_txn(self, txn: AbortedTxn) -> None:
+        """Index an aborted transaction in the segment holding its marker."""
+        index = max(bisect.bisect_right(self._bases, txn.last_offset) - 1, 0)
+        self._segments[index].txn_index.append(txn)
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [start_offset, upper_bound) (Kafka's
+        `collectAbortedTransactions`): from the segment holding `start_offset` on, every entry
+        whose marker is at or after it and whose first offset is below the bound."""
+        found: list[AbortedTxn] = []
+        for segment in self._segments_from(start_offset):
+            found.extend(segment.txn_index.collect(start_offset, upper_bound))
+        return found
+
+    def all_aborted_transactions(self) -> list[AbortedTxn]:
+        return [txn for segment in self._segments for txn in segment.txn_index.entries]
+
+    def drop_aborted_transactions_from(self, offset: int) -> None:
+        """Forget the indexed aborts whose marker is at or after `offset` (a replay from there
+        indexes them again)."""
+        for segment in self._segments:
+            if segment.txn_index.is_corrupt:
+                segment.txn_index.reset()
+            else:
+                segment.txn_index.truncate_to(offset)
+
+    def first_corrupt_txn_index(self) -> LogSegment | None:
+        """The first segment whose `.txnindex` did not parse when it was opened."""
+        return next((s for s in self._segments if s.txn_index.is_corrupt), None)
+
+    def usable_producer_snapshot(self) -> tuple[int, list[ProducerSnapshotEntry]] | None:
+        """The producer snapshot a replay may start from: the latest one between the first
+        segment's base and the log end that parses, provided every `.txnindex` parsed and no
+        segment wholly below it was written after it. A segment changed behind the snapshot's back
+        (the cleaner swapped it in, or someone edited it while the broker was down) means a
+        replay from the start, which is also the walk that finds damage there (issue 14)."""
+        if self.first_corrupt_txn_index() is not None:
+            return None
+        found = self.producer_snapshots.latest(self._segments[0].base_offset, self.log_end_offset)
+        if found is None:
+            return None
+        offset = found[0]
+        try:
+            written = self.producer_snapshots.path(offset).stat().st_mtime_ns
+            for segment in self._segments:
+                if segment.next_offset > offset:
+                    break  # replayed from the snapshot on (appends after it change its mtime)
+                if segment.log_path.stat().st_mtime_ns > written:
+                    logger.info(
+                        "%s: %s changed after the producer snapshot at %d; replaying the log",
+                        self._name,
+                        segment.log_path.name,
+                        offset,
+                    )
+                    return None
+        except FileNotFoundError:
+            return None
+        return found
 
     # ------------------------------------------------------------------------------ reads
 
@@ -545,6 +627,7 @@ class PartitionLog:
         self.leader_epoch_cache.truncate_from_end(end)
         self.recovery_point = min(self.recovery_point, end)
         self.log_start_offset = min(self.log_start_offset, end)
+        self.producer_snapshots.delete_above(end)
         logger.warning(
             "%s: damaged log cut at offset %d (%d bytes removed): %s",
             self._name,
@@ -572,6 +655,7 @@ class PartitionLog:
             self._bases.pop()
         self.active_segment.truncate_to(offset)
         self.active_segment.flush()
+        self.producer_snapshots.delete_above(offset)
         end = self.log_end_offset
         self.leader_epoch_cache.truncate_from_end(end)
         self.log_start_offset = min(self.log_start_offset, end)
@@ -591,6 +675,7 @@ class PartitionLog:
         self.leader_epoch_cache.clear()
         self.log_start_offset = offset
         self.recovery_point = offset
+        self.producer_snapshots.delete_above(-1)
 
     def _note_truncation(self, offset: int) -> None:
         self.truncations += 1
@@ -690,6 +775,7 @@ class PartitionLog:
         first_base = self._segments[0].base_offset
         if first_base > self.log_start_offset:
             self._set_log_start_offset(first_base)
+        self.producer_snapshots.delete_below(first_base)
         return len(deletable)
 
     # ------------------------------------------------------------------------ compaction
@@ -732,6 +818,11 @@ class PartitionLog:
                 (self.directory / (name + CLEANED_SUFFIX)).unlink(missing_ok=True)
             return None
         names = [segment_file_name(cleaned_base, s) for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)]
+        # The cleaner writes the cleaned segment's aborts (those whose data it kept, see
+        # compaction.CleanedTransactions) only when there are some.
+        txn_name = segment_file_name(cleaned_base, TXN_INDEX_SUFFIX)
+        if (self.directory / (txn_name + CLEANED_SUFFIX)).exists():
+            names.append(txn_name)
         names.append(segment_file_name(cleaned_base, LOG_SUFFIX))  # the log file last
         for name in names:
             os.replace(
@@ -789,6 +880,7 @@ class PartitionLog:
             return
         if flush:
             self.flush()
+            self._write_producer_snapshot(self.log_end_offset)
         for segment in self._segments:
             segment.close(flush=flush)
         self._closed = True

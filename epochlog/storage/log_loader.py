@@ -43,6 +43,7 @@ from epochlog.storage.layout import (
     SEGMENT_SUFFIXES,
     SWAP_SUFFIX,
     TMP_SUFFIX,
+    TXN_INDEX_SUFFIX,
     parse_segment_file_name,
     segment_file_name,
 )
@@ -68,6 +69,7 @@ def remove_leftovers(
     bases: set[int] = set()
     index_files: list[tuple[int, Path]] = []
     swaps: list[int] = []
+    txn_swaps: list[Path] = []
     for entry in os.scandir(directory):
         if not entry.is_file():
             continue
@@ -83,6 +85,8 @@ def remove_leftovers(
             swapped = parse_segment_file_name(entry.name[: -len(SWAP_SUFFIX)])
             if swapped is not None and swapped[1] == LOG_SUFFIX:
                 swaps.append(swapped[0])
+            elif swapped is not None and swapped[1] == TXN_INDEX_SUFFIX:
+                txn_swaps.append(path)  # moved into place with its log: not rebuilt from it
             else:
                 path.unlink(missing_ok=True)  # an index of a swap: rebuilt with it
             continue
@@ -97,6 +101,8 @@ def remove_leftovers(
     for base in sorted(swaps):
         bases -= set(finish_swap(directory, base, sorted(bases), config or LogConfig(), now_ms))
         bases.add(base)
+    for path in txn_swaps:
+        path.unlink(missing_ok=True)  # left by a swap never committed (no `.log.swap`)
     for base, path in index_files:
         if base not in bases:
             logger.info("%s: removing index without a log file", path)
@@ -111,7 +117,8 @@ def finish_swap(
     it replaces (base offsets in [base, its next offset)), rename it into place. Returns the base
     offsets of the old segments removed."""
     for suffix in SEGMENT_SUFFIXES[1:]:
-        (directory / (segment_file_name(base, suffix) + SWAP_SUFFIX)).unlink(missing_ok=True)
+        if suffix != TXN_INDEX_SUFFIX:
+            (directory / (segment_file_name(base, suffix) + SWAP_SUFFIX)).unlink(missing_ok=True)
     swap = LogSegment.open(directory, base, config, now_ms, SWAP_SUFFIX)
     swap.recover(dense=False)
     end = max(swap.next_offset, base + 1)  # an empty swap still replaces the segment at its base
@@ -134,7 +141,7 @@ def finish_swap(
         target = directory / segment_file_name(base, suffix)
         if source.exists():
             os.replace(source, target)
-        else:
+        elif suffix != TXN_INDEX_SUFFIX:  # a txnindex already in place is the swap's own
             target.unlink(missing_ok=True)
     fsync_dir(directory)
     return replaced

@@ -54,8 +54,10 @@ from epochlog.storage.layout import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     segment_file_name,
 )
+from epochlog.storage.txn_index import TransactionIndex
 
 logger = logging.getLogger(__name__)
 
@@ -112,6 +114,9 @@ class LogSegment:
             base_offset,
             config.segment_index_bytes,
         )
+        self.txn_index = TransactionIndex(
+            directory / (segment_file_name(base_offset, TXN_INDEX_SUFFIX) + file_suffix)
+        )
         self.created_ms = now_ms
         self.next_offset = base_offset
         self.max_timestamp = NO_TIMESTAMP
@@ -155,9 +160,10 @@ class LogSegment:
         """An existing segment, not yet checked: call `load()` and, if it fails, `recover()`."""
         return cls(directory, base_offset, config, now_ms, file_suffix)
 
-    def file_paths(self) -> tuple[Path, Path, Path]:
-        """The `.log`, `.index` and `.timeindex` paths (with the segment's file suffix)."""
-        return (self.log_path, self.offset_index.path, self.time_index.path)
+    def file_paths(self) -> tuple[Path, Path, Path, Path]:
+        """The `.log`, `.index`, `.timeindex` and `.txnindex` paths (with the segment's file
+        suffix); the last exists only when the segment holds an abort marker."""
+        return (self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path)
 
     # ------------------------------------------------------------------------- properties
 
@@ -264,6 +270,7 @@ class LogSegment:
         position, header = found
         self.offset_index.truncate_to(header.base_offset)
         self.time_index.truncate_to(header.base_offset)
+        self.txn_index.truncate_to(header.base_offset)
         removed = self.size - position
         self.file.truncate(position)
         self.size = position
@@ -290,6 +297,7 @@ class LogSegment:
             self.offset_index.flush()
             self.time_index.flush()
             self._dirty = False
+        self.txn_index.flush()
 
     def close(self, flush: bool = True) -> None:
         """Flush (unless the segment is about to be deleted) and let go of the files; slices
@@ -313,6 +321,7 @@ class LogSegment:
         """Remove the files. An in-flight sendfile keeps reading the unlinked `.log`."""
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.log_path)
         self._file = None
@@ -510,6 +519,7 @@ class LogSegment:
             # The batch that opened a hole was followed by one going backwards: its base offset
             # is the damage. Scan again, ending the segment before it.
             result, _ = self._recover_scan(previous_epoch, hole_at, dense)
+        self.txn_index.truncate_to(self.next_offset)  # aborts whose marker was cut go with it
         return result
 
     def _recover_scan(

@@ -120,7 +120,7 @@ def test_commit_marker_moves_the_lso_past_the_marker(tmp_path):
     assert result.first_offset == 4
     assert p.high_watermark == 5 and p.last_stable_offset == 5
     assert p.producer_state.entry(2).current_txn_first_offset == -1
-    assert p.producer_state.all_aborted() == []
+    assert p.log.all_aborted_transactions() == []
     assert len(keys_read(p)) == 4
 
 
@@ -130,7 +130,7 @@ def test_abort_is_listed_for_reads_that_overlap_it(tmp_path):
     p.append_marker_as_leader(2, 0, ABORT, NOW)  # 3
     Producer(3).send(p, 1, txn=False)  # 4
     assert p.last_stable_offset == 5
-    assert p.producer_state.all_aborted() == [AbortedTxn(2, 0, 3, 4)]
+    assert p.log.all_aborted_transactions() == [AbortedTxn(2, 0, 3, 4)]
     read = p.read_records(
         fetch_offset=0,
         current_leader_epoch=-1,
@@ -142,7 +142,7 @@ def test_abort_is_listed_for_reads_that_overlap_it(tmp_path):
     )
     assert [(t.producer_id, t.first_offset) for t in read.aborted_transactions] == [(2, 0)]
     assert read.last_stable_offset == 5
-    assert p.producer_state.aborted_transactions(4, 5) == []  # past the marker: not listed
+    assert p.log.collect_aborted_transactions(4, 5) == []  # past the marker: not listed
 
 
 def test_aborted_entry_records_the_lso_an_older_open_transaction_holds(tmp_path):
@@ -150,7 +150,7 @@ def test_aborted_entry_records_the_lso_an_older_open_transaction_holds(tmp_path)
     Producer(1).send(p, 2)  # 0-1, stays open
     Producer(2).send(p, 2)  # 2-3
     p.append_marker_as_leader(2, 0, ABORT, NOW)  # 4
-    assert p.producer_state.all_aborted() == [AbortedTxn(2, 2, 4, 0)]
+    assert p.log.all_aborted_transactions() == [AbortedTxn(2, 2, 4, 0)]
     assert p.last_stable_offset == 0
     assert keys_read(p) == []
 
@@ -234,7 +234,7 @@ def test_follower_copies_markers_and_rebuilds_the_same_state(tmp_path):
     raw = lead.log.read(0, 10**6, None, True).read_bytes()
     follower.append_records_as_follower(raw, NOW)
     follower.update_follower_high_watermark(5)
-    assert follower.producer_state.all_aborted() == lead.producer_state.all_aborted()
+    assert follower.log.all_aborted_transactions() == lead.log.all_aborted_transactions()
     assert follower.last_stable_offset == 0
     assert follower.producer_state.entry(1).current_txn_first_offset == 0
 
@@ -246,12 +246,12 @@ def test_restart_rebuilds_open_transactions_and_aborted_list(tmp_path):
     p.append_marker_as_leader(2, 0, ABORT, NOW)  # 4
     Producer(3).send(p, 1)  # 5
     p.append_marker_as_leader(3, 0, COMMIT, NOW)  # 6
-    before = p.producer_state.all_aborted()
+    before = p.log.all_aborted_transactions()
     p.log.close()
     reopened = open_partition(tmp_path)
     rebuild_producer_state(reopened.producer_state, reopened.log, NOW)
     reopened.make_leader(PartitionState(leader=1, leader_epoch=1, isr=(1,), replicas=(1,)), NOW)
-    assert reopened.producer_state.all_aborted() == before == [AbortedTxn(2, 2, 4, 0)]
+    assert reopened.log.all_aborted_transactions() == before == [AbortedTxn(2, 2, 4, 0)]
     assert reopened.producer_state.entry(1).current_txn_first_offset == 0
     assert reopened.last_stable_offset == 0
     reopened.append_marker_as_leader(1, 0, COMMIT, NOW)
@@ -265,9 +265,9 @@ def test_truncation_below_a_marker_reopens_its_transaction(tmp_path):
     Producer(2).send(lead, 2)  # 0-1
     lead.append_marker_as_leader(2, 0, ABORT, NOW)  # 2
     p.append_records_as_follower(lead.log.read(0, 10**6, None, True).read_bytes(), NOW)
-    assert len(p.producer_state.all_aborted()) == 1
+    assert len(p.log.all_aborted_transactions()) == 1
     p.truncate_as_follower(2, NOW)
-    assert p.producer_state.all_aborted() == []
+    assert p.log.all_aborted_transactions() == []
     assert p.producer_state.entry(2).current_txn_first_offset == 0
 
 
@@ -280,14 +280,17 @@ def test_control_batches_parse_from_a_log_read(tmp_path):
     assert [read_marker(raw, pos) for pos in controls] == [ABORT]
 
 
-def test_aborts_below_the_log_start_are_forgotten(tmp_path):
+def test_aborts_go_with_the_segment_holding_their_marker(tmp_path):
     p = leader(tmp_path)
     Producer(2).send(p, 1)  # 0
     p.append_marker_as_leader(2, 0, ABORT, NOW)  # 1
+    p.log.roll(NOW)
     Producer(3).send(p, 1)  # 2
     p.append_marker_as_leader(3, 0, ABORT, NOW)  # 3
-    assert p.producer_state.remove_aborted_before(2) == 1
-    assert [t.producer_id for t in p.producer_state.all_aborted()] == [3]
+    p.log.maybe_increment_log_start_offset(2, p.high_watermark)
+    assert p.log.delete_old_segments(NOW, p.high_watermark) == 1
+    assert [t.producer_id for t in p.log.all_aborted_transactions()] == [3]
+    assert not (tmp_path / "t-0" / "00000000000000000000.txnindex").exists()
 
 
 def test_a_producer_with_an_open_transaction_does_not_expire(tmp_path):
