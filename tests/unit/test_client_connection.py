@@ -45,6 +45,7 @@ class FakeBroker:
         self.node_id = node_id
         self.handlers: dict[int, Handler] = {ApiKey.METADATA: self.metadata}
         self.delays: dict[int, float] = {}
+        self.gates: dict[int, asyncio.Event] = {}  # an answer held until the test sets it
         self.requests: list[tuple[int, int]] = []
         self.metadata_error = 0
         self.server: asyncio.base_events.Server | None = None
@@ -114,6 +115,8 @@ class FakeBroker:
     async def answer(self, writer: Any, key: int, version: int, corr: int, body: Any) -> None:
         if key in self.delays:
             await asyncio.sleep(self.delays[key])
+        if key in self.gates:
+            await self.gates[key].wait()
         if key == ApiKey.API_VERSIONS:
             response = m.ApiVersionsResponse(
                 api_keys=[
@@ -167,12 +170,15 @@ async def test_pipelined_requests_are_matched_by_correlation_id(broker) -> None:
     broker.handlers[ApiKey.DESCRIBE_CLUSTER] = describe_cluster_handler
     conn = BrokerConnection("127.0.0.1", broker.port, client_id="t")
     await conn.connect()
-    broker.delays[ApiKey.METADATA] = 0.05  # the first request is answered last
+    # The first request is answered last: held until the second has its answer (a gate, not a
+    # delay, so a loaded machine cannot answer them in order).
+    broker.gates[ApiKey.METADATA] = gate = asyncio.Event()
     slow = asyncio.create_task(conn.send(m.MetadataRequest(topics=None)))
     await asyncio.sleep(0.01)
     fast = await conn.send(m.DescribeClusterRequest(), version=0)
     assert fast.cluster_id == "v0"
     assert conn.in_flight == 1
+    gate.set()
     assert (await slow).brokers[0].port == broker.port
     await conn.close()
 
