@@ -9,8 +9,10 @@ confluent-kafka producers and a read_committed confluent-kafka consumer.
   but no marker is; the coordinator is killed; the broker that takes over its
   `__transaction_state` partition finds the PrepareCommit, writes the markers, and the records
   become visible exactly once.
+- A partition leader killed while the markers to it are lost (a drop rule): the marker channel
+  retries with fresh metadata and writes them to the new leader.
 
-Its own cluster: a broker is killed."""
+Its own cluster: brokers are killed (and started again)."""
 
 from __future__ import annotations
 
@@ -160,3 +162,42 @@ def test_a_coordinator_killed_after_prepare_commit_is_succeeded_by_one_that_fini
         FaultRules.write(faults, [])
         if not cluster.brokers[coordinator].is_running():
             cluster.start_broker(coordinator)
+
+
+def test_markers_follow_a_partition_whose_leader_dies_before_they_reach_it(
+    cluster: LocalCluster, faults: Path
+) -> None:
+    """The marker channel retries with fresh metadata: markers to the topic's leader are lost
+    (a drop rule), the leader is killed, and the coordinator writes them to the new leader."""
+    topic = "txn-leader-kill"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    create_topic(cluster, topic)
+    probe = transactional_producer(cluster, "leader-kill-probe")
+    probe.init_transactions(30)  # __transaction_state exists from here on
+    partitions = admin.list_topics(topic, timeout=10).topics[topic].partitions
+    leader = partitions[0].leader
+    transactional_id = next(
+        f"leader-kill-{i}"
+        for i in range(100)
+        if coordinator_of(cluster, f"leader-kill-{i}") != leader
+    )
+    producer = transactional_producer(cluster, transactional_id)
+    producer.init_transactions(30)
+    FaultRules.write(
+        faults, [{"api": "WRITE_TXN_MARKERS", "destination": leader, "action": "drop"}]
+    )
+    try:
+        producer.begin_transaction()
+        for i in range(4):
+            producer.produce(topic, f"moved-{i}".encode(), partition=0)
+        producer.commit_transaction(30)
+        assert describe(cluster, transactional_id).transaction_state == "PrepareCommit"
+        cluster.kill_broker(leader)
+        wait_for_state(cluster, transactional_id, "CompleteCommit")
+        new_leader = admin.list_topics(topic, timeout=10).topics[topic].partitions[0].leader
+        assert new_leader not in (leader, -1)
+        assert sorted(read_committed(cluster, topic, 4)) == [f"moved-{i}" for i in range(4)]
+    finally:
+        FaultRules.write(faults, [])
+        if not cluster.brokers[leader].is_running():
+            cluster.start_broker(leader)
