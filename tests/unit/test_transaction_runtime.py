@@ -162,6 +162,18 @@ async def test_requests_wait_for_the_load_and_go_elsewhere_when_not_ours() -> No
     assert answer.producer_id == 1001
 
 
+async def test_no_producer_id_to_be_had_is_coordinator_not_available() -> None:
+    runtime = make_runtime(FakeLog(), FakeMarkers())
+    await loaded(runtime)
+
+    async def unreachable() -> int:
+        raise ConnectionError("ZooKeeper is unreachable")
+
+    runtime.producer_ids.next_producer_id = unreachable  # type: ignore[method-assign]
+    answer = await TransactionService(runtime).handle(22, 4, init())
+    assert (answer.error_code, answer.producer_id) == (E.COORDINATOR_NOT_AVAILABLE, -1)
+
+
 async def test_a_commit_is_answered_after_prepare_then_completed_once_the_markers_are_written() -> (
     None
 ):

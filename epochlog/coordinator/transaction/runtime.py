@@ -229,7 +229,11 @@ class TransactionCoordinatorRuntime:
 
     async def init_producer_id(self, request: InitProducerId) -> InitProducerIdReply:
         self._shard_for(request.transactional_id)  # fail fast, before taking an id
-        producer_id = await self.producer_ids.next_producer_id()
+        try:
+            producer_id = await self.producer_ids.next_producer_id()
+        except Exception as exc:  # ZooKeeper unreachable: the client retries
+            log.warning("cannot allocate a producer id: %s", exc)
+            raise CoordinatorError(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc)) from exc
         self._prefetched[:] = [producer_id]
         try:
             reply: InitProducerIdReply = await self.call(
