@@ -3,8 +3,9 @@
 The seed races (KIP-380, KIP-903) need a request to arrive late: an AlterPartition held until a
 broker has re-registered, a StopReplica delivered after a bounce. A broker started with
 `epochlog.test.faults.file=<path>` consults that JSON file before every inter-broker request it
-sends (controller requests, AlterPartition, replica Fetch, ControlledShutdown). The test edits
-the file while the cluster runs; the broker re-reads it when its modification time changes.
+sends (controller requests, AlterPartition, replica Fetch, ControlledShutdown, the transaction
+coordinator's WriteTxnMarkers). The test edits the file while the cluster runs; the broker
+re-reads it when its modification time changes.
 
 The file holds a list of rules; the first that matches a request applies:
 

@@ -169,6 +169,26 @@ class GroupCoordinatorGateway(Protocol):
         ...
 
 
+@runtime_checkable
+class TransactionCoordinatorGateway(Protocol):
+    """The transaction coordinator running in this process.
+
+    `api_keys` are the APIs it answers (InitProducerId with a transactional id,
+    AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, DescribeTransactions, ListTransactions: decoded
+    bodies in, response bodies out, every version). FindCoordinator stays with the broker, which
+    asks `partition_of` for an id's `__transaction_state` partition and answers with its leader,
+    after `create_state_topic` if the topic does not exist yet."""
+
+    @property
+    def api_keys(self) -> frozenset[int]: ...
+
+    def partition_of(self, transactional_id: str) -> int: ...
+
+    async def create_state_topic(self) -> None: ...
+
+    async def handle(self, api_key: int, version: int, body: Any) -> Any: ...
+
+
 class NoController:
     """The gateway of a broker that is never the controller (tests without ZooKeeper)."""
 

@@ -225,6 +225,34 @@ DEFINITIONS: dict[str, Definition] = {
         "int", 1800000, "longest session timeout a member may ask for", _at_least(0)
     ),
     "group.max.size": Definition("int", 2147483647, "most members of one group", _at_least(1)),
+    # the transaction coordinator (Kafka's names and defaults)
+    "transaction.state.log.num.partitions": Definition(
+        "int", 50, "partitions of __transaction_state (fixed once it exists)", _at_least(1)
+    ),
+    "transaction.state.log.replication.factor": Definition(
+        "int",
+        3,
+        "replication factor of __transaction_state; fewer when fewer brokers are registered",
+        _at_least(1),
+    ),
+    "transaction.state.log.min.isr": Definition(
+        "int", 2, "min.insync.replicas of __transaction_state (at most its replicas)", _at_least(1)
+    ),
+    "transaction.state.log.segment.bytes": Definition(
+        "int", 104857600, "segment size of __transaction_state", _at_least(1)
+    ),
+    "transaction.max.timeout.ms": Definition(
+        "int", 900000, "longest transaction.timeout.ms a producer may ask for", _at_least(1)
+    ),
+    "transactional.id.expiration.ms": Definition(
+        "int", 604800000, "a transactional id idle this long is forgotten", _at_least(1)
+    ),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": Definition(
+        "int", 10000, "how often transactions past their timeout are aborted", _at_least(1)
+    ),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": Definition(
+        "int", 3600000, "how often expired transactional ids are removed", _at_least(1)
+    ),
     # epochlog's own
     "epochlog.cluster.dir": Definition("string", None, "local-cluster directory (pid files)"),
     "epochlog.log.dir.probe.interval.ms": Definition(
@@ -263,8 +291,6 @@ ACCEPTED_WITHOUT_EFFECT = frozenset(
         "socket.send.buffer.bytes",
         "socket.receive.buffer.bytes",
         "num.recovery.threads.per.data.dir",
-        "transaction.state.log.replication.factor",
-        "transaction.state.log.min.isr",
         "listener.security.protocol.map",
         "inter.broker.listener.name",
         "security.inter.broker.protocol",

@@ -40,6 +40,7 @@ from epochlog.controller.elector import ControllerElector
 from epochlog.node.controller_gateway import ControllerGateway, ZkControllerPins
 from epochlog.node.dynamic_configs import ZkDynamicConfigs, load_broker_layers
 from epochlog.node.groups import ZkGroupCoordinator, attach_group_coordinator
+from epochlog.node.transactions import ZkTransactionCoordinator, attach_transaction_coordinator
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import ApiKey
 from epochlog.protocol.errors import ErrorCode
@@ -168,12 +169,13 @@ class BrokerProcess:
         effective = layers.effective()
         elector = ControllerElector(self.broker_id, zk, effective)
         epoch_holder = BrokerEpochHolder()
+        producer_ids = ZkProducerIdSource(zk, self.broker_id)
         broker = Broker(
             effective,
             cluster_id=cluster_id,
             controller=ControllerGateway(elector),
             auto_creator=ZkTopicAutoCreator(zk, self.config),
-            producer_ids=ZkProducerIdSource(zk, self.broker_id),
+            producer_ids=producer_ids,
             epoch_holder=epoch_holder,
         )
         broker.services.controller_pins = ZkControllerPins(zk)  # KIP-39: any broker pins
@@ -183,6 +185,8 @@ class BrokerProcess:
         broker.replica_manager.on_storage_event = ZkLogDirEventNotifier(zk, self.broker_id).notify
         groups = ZkGroupCoordinator(zk, self.config, broker)
         attach_group_coordinator(broker, groups)
+        transactions = ZkTransactionCoordinator(zk, self.config, broker, producer_ids)
+        attach_transaction_coordinator(broker, transactions)
         await broker.start()
         await dynamic_configs.start(broker, elector)
         registration = BrokerRegistration(
@@ -204,6 +208,7 @@ class BrokerProcess:
             dynamic_configs.stop()
             await elector.stop()
             await groups.runtime.close()
+            await transactions.close()
             await broker.stop()
             await asyncio.to_thread(registrar.close, deregister=True)
 

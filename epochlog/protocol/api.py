@@ -52,8 +52,13 @@ class ApiKey(enum.IntEnum):
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
-    WRITE_TXN_MARKERS = 27  # transactions (broker to broker)
-    TXN_OFFSET_COMMIT = 28  # transactions, answered by the group coordinator
+    ADD_PARTITIONS_TO_TXN = 24  # transactions
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    WRITE_TXN_MARKERS = 27  # (broker to broker)
+    TXN_OFFSET_COMMIT = 28  # answered by the group coordinator
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
     ALTER_REPLICA_LOG_DIRS = 34
     DESCRIBE_LOG_DIRS = 35
     CREATE_PARTITIONS = 37
@@ -90,10 +95,15 @@ class Api:
         return self.min_version <= version <= self.max_version
 
 
-def _api(key: ApiKey, request: type[Message], response: type[Message]) -> Api:
+def _api(
+    key: ApiKey, request: type[Message], response: type[Message], max_version: int | None = None
+) -> Api:
+    """The API at every version its schema defines, or up to `max_version`."""
     valid = request.SCHEMA.valid
     assert valid.high is not None and response.SCHEMA.valid == valid, key
-    return Api(key, valid.low, valid.high, request, response)
+    high = valid.high if max_version is None else max_version
+    assert valid.low <= high <= valid.high, key
+    return Api(key, valid.low, high, request, response)
 
 
 APIS: dict[int, Api] = {
@@ -170,6 +180,22 @@ APIS: dict[int, Api] = {
             m.DescribeClientQuotasResponse,
         ),
         _api(ApiKey.ALTER_CLIENT_QUOTAS, m.AlterClientQuotasRequest, m.AlterClientQuotasResponse),
+        # AddPartitionsToTxn v5 is KIP-890 part 2 (transaction.version 2, partitions added by
+        # the produce itself): not served, so clients keep adding them explicitly.
+        _api(
+            ApiKey.ADD_PARTITIONS_TO_TXN,
+            m.AddPartitionsToTxnRequest,
+            m.AddPartitionsToTxnResponse,
+            max_version=4,
+        ),
+        _api(ApiKey.ADD_OFFSETS_TO_TXN, m.AddOffsetsToTxnRequest, m.AddOffsetsToTxnResponse),
+        _api(ApiKey.END_TXN, m.EndTxnRequest, m.EndTxnResponse),
+        _api(
+            ApiKey.DESCRIBE_TRANSACTIONS,
+            m.DescribeTransactionsRequest,
+            m.DescribeTransactionsResponse,
+        ),
+        _api(ApiKey.LIST_TRANSACTIONS, m.ListTransactionsRequest, m.ListTransactionsResponse),
     )
 }
 

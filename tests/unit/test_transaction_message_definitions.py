@@ -1,4 +1,4 @@
-"""The transaction APIs' messages (in `APIS` once served) checked against Kafka 3.9's
+"""The transaction APIs' messages (served ones are in `APIS`) checked against Kafka 3.9's
 definitions with the machinery of `test_kafka_message_definitions.py`: the same valid and flexible
 ranges, the same fields at every version, and a message encoded from Kafka's definition read back
 by our decoder and re-encoded to the same bytes."""
@@ -44,6 +44,12 @@ def cases() -> list[Any]:
 def test_those_served_are_advertised_with_these_messages() -> None:
     for key in set(TRANSACTION_MESSAGES) & set(APIS):
         assert (APIS[key].request, APIS[key].response) == TRANSACTION_MESSAGES[key]
+
+
+def test_the_coordinators_apis_are_served_at_the_versions_clients_send() -> None:
+    served = {key: (APIS[key].min_version, APIS[key].max_version) for key in (24, 25, 26, 65, 66)}
+    # AddPartitionsToTxn v5 (KIP-890 part 2, transaction.version 2) is not served.
+    assert served == {24: (0, 4), 25: (0, 4), 26: (0, 4), 65: (0, 0), 66: (0, 1)}
 
 
 @pytest.mark.parametrize("api_key", sorted(TRANSACTION_MESSAGES))

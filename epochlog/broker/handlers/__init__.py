@@ -9,7 +9,8 @@ InitProducerId), `control` (LeaderAndIsr, UpdateMetadata, StopReplica), `pin_con
 AlterReplicaLogDirs), `producers` (DescribeProducers), `topic_partitions`
 (DescribeTopicPartitions), `partition_admin` (CreatePartitions, ElectLeaders, DeleteRecords),
 `reassignments` (KIP-455's two APIs, for the controller), `client_quotas`
-(DescribeClientQuotas, AlterClientQuotas), `txn_markers` (WriteTxnMarkers).
+(DescribeClientQuotas, AlterClientQuotas), `txn_markers` (WriteTxnMarkers), `transactions`
+(the transaction coordinator's APIs).
 `errors` builds every API's error response.
 """
 
@@ -64,6 +65,7 @@ from epochlog.broker.handlers.reassignments import (
     handle_list_partition_reassignments,
 )
 from epochlog.broker.handlers.topic_partitions import handle_describe_topic_partitions
+from epochlog.broker.handlers.transactions import handle_transaction_request
 from epochlog.broker.handlers.txn_markers import handle_write_txn_markers
 from epochlog.protocol.api import APIS, ApiKey
 
@@ -100,6 +102,16 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: handle_describe_client_quotas,
     ApiKey.ALTER_CLIENT_QUOTAS: handle_alter_client_quotas,
+    **{
+        key: handle_transaction_request
+        for key in (
+            ApiKey.ADD_PARTITIONS_TO_TXN,
+            ApiKey.ADD_OFFSETS_TO_TXN,
+            ApiKey.END_TXN,
+            ApiKey.DESCRIBE_TRANSACTIONS,
+            ApiKey.LIST_TRANSACTIONS,
+        )
+    },
     **{
         key: handle_group_request
         for key in (

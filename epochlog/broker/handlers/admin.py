@@ -9,9 +9,8 @@ ControlledShutdown (Kafka's ControllerMovedException).
 
 InitProducerId without a transactional id allocates a new producer id from the
 `ProducerIdSource` with epoch 0, whatever id and epoch the request carries (Kafka does the same
-for non-transactional producers, v3+ epoch bumps included). A transactional id is refused with
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED: epochlog has no transactions, and that error is fatal in
-every client, so `init_transactions()` fails at once instead of retrying forever.
+for non-transactional producers, v3+ epoch bumps included). One with a transactional id goes to
+the transaction coordinator (COORDINATOR_NOT_AVAILABLE on a broker that runs none).
 """
 
 from __future__ import annotations
@@ -107,16 +106,13 @@ async def handle_init_producer_id(
     R = m.InitProducerIdResponse
     body = request.body
     if body.transactional_id is not None:
-        log.info(
-            "InitProducerId from %s with transactional id %r refused: no transactions",
-            connection.peer,
-            body.transactional_id,
-        )
-        return R(
-            error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-            producer_id=-1,
-            producer_epoch=-1,
-        )
+        # A transactional producer: its transaction coordinator bumps the epoch (fencing).
+        coordinator = services.transaction_coordinator
+        if coordinator is None:
+            return R(
+                error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, producer_id=-1, producer_epoch=-1
+            )
+        return await coordinator.handle(request.api_key, request.api_version, body)
     try:
         producer_id = await services.producer_ids.next_producer_id()
     except Exception as exc:

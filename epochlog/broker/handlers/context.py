@@ -24,6 +24,7 @@ from epochlog.broker.collaborators import (
     GroupCoordinatorGateway,
     ProducerIdSource,
     TopicAutoCreator,
+    TransactionCoordinatorGateway,
 )
 from epochlog.broker.metadata_cache import BrokerEndpoint, MetadataCache
 from epochlog.broker.replica_manager import ReplicaManager
@@ -58,6 +59,7 @@ class BrokerServices:
     rack: str | None = None
     controller_pins: ControllerPins | None = None  # KIP-39 (None: no ZooKeeper, no pinning)
     group_coordinator: GroupCoordinatorGateway | None = None  # None: no groups served
+    transaction_coordinator: TransactionCoordinatorGateway | None = None  # None: no transactions
     config_store: DynamicConfigStore | None = None  # None: no config APIs (no ZooKeeper)
     client_quotas: ClientQuotas = field(default_factory=ClientQuotas)  # fed by config changes
 

@@ -476,6 +476,54 @@ def _alter_client_quotas(version: int, body: Any, code: int, message: str | None
     return R(entries=entries)
 
 
+def _add_partitions_to_txn(version: int, body: Any, code: int, message: str | None) -> Message:
+    R = m.AddPartitionsToTxnResponse
+
+    def topic_results(topics: Any) -> list[Any]:
+        return [
+            R.AddPartitionsToTxnTopicResult(
+                name=t.name,
+                results_by_partition=[
+                    R.AddPartitionsToTxnPartitionResult(
+                        partition_index=p, partition_error_code=code
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in topics
+        ]
+
+    if version <= 3:
+        topics = body.v3_and_below_topics if body is not None else []
+        return R(results_by_topic_v3_and_below=topic_results(topics))
+    return R(error_code=code, results_by_transaction=[])
+
+
+def _describe_transactions(version: int, body: Any, code: int, message: str | None) -> Message:
+    R = m.DescribeTransactionsResponse
+    return R(
+        transaction_states=[
+            R.TransactionState(
+                error_code=code,
+                transactional_id=transactional_id,
+                transaction_state="",
+                transaction_timeout_ms=0,
+                transaction_start_time_ms=-1,
+                producer_id=-1,
+                producer_epoch=-1,
+                topics=[],
+            )
+            for transactional_id in (body.transactional_ids if body is not None else [])
+        ]
+    )
+
+
+def _list_transactions(version: int, body: Any, code: int, message: str | None) -> Message:
+    return m.ListTransactionsResponse(
+        error_code=code, unknown_state_filters=[], transaction_states=[]
+    )
+
+
 _BUILDERS: dict[ApiKey, Any] = {
     ApiKey.PRODUCE: _produce,
     ApiKey.FETCH: _fetch,
@@ -520,5 +568,10 @@ _BUILDERS: dict[ApiKey, Any] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: _list_partition_reassignments,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: _describe_client_quotas,
     ApiKey.ALTER_CLIENT_QUOTAS: _alter_client_quotas,
+    ApiKey.ADD_PARTITIONS_TO_TXN: _add_partitions_to_txn,
+    ApiKey.ADD_OFFSETS_TO_TXN: _top_level(m.AddOffsetsToTxnResponse),
+    ApiKey.END_TXN: _top_level(m.EndTxnResponse),
+    ApiKey.DESCRIBE_TRANSACTIONS: _describe_transactions,
+    ApiKey.LIST_TRANSACTIONS: _list_transactions,
 }
 assert set(_BUILDERS) == set(APIS), "every API we serve needs an error response"

@@ -1,11 +1,11 @@
 """FindCoordinator, and the group APIs passed to the group coordinator.
 
-A group's coordinator is the leader of its `__consumer_offsets` partition (Kafka's mapping, asked
-of the coordinator: `partition_of`). FindCoordinator answers with that leader as this listener
-advertises it; the first request for any group creates the topic (with Kafka's settings: see
-`node/groups.py`) and is answered COORDINATOR_NOT_AVAILABLE until the partition has a leader,
-which clients retry. Transactional ids have no coordinator here (no transactions yet): they are
-refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as InitProducerId refuses them.
+A group's coordinator is the leader of its `__consumer_offsets` partition, a transactional id's
+(key type 1) the leader of its `__transaction_state` partition (Kafka's mapping, asked of the
+coordinator: `partition_of`). FindCoordinator answers with that leader as this listener
+advertises it; the first request for any group (transactional id) creates the topic (with
+Kafka's settings: see `node/groups.py`, `node/transactions.py`) and is answered
+COORDINATOR_NOT_AVAILABLE until the partition has a leader, which clients retry.
 
 JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups,
 ListGroups, DeleteGroups, OffsetDelete and TxnOffsetCommit go to the coordinator as they are; a
@@ -18,6 +18,7 @@ import asyncio
 import logging
 from typing import Any
 
+from epochlog.broker.collaborators import GroupCoordinatorGateway, TransactionCoordinatorGateway
 from epochlog.broker.handlers.context import BrokerServices, ConnectionInfo
 from epochlog.broker.handlers.errors import error_response
 from epochlog.protocol import messages as m
@@ -27,6 +28,7 @@ from epochlog.protocol.errors import ErrorCode
 log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
 GROUP_KEY = 0
 TRANSACTION_KEY = 1
 
@@ -110,26 +112,32 @@ async def _find(
     def fail(error: ErrorCode, message: str) -> tuple[ErrorCode, str | None, int, str, int]:
         return error, message, -1, "", -1
 
+    coordinator: GroupCoordinatorGateway | TransactionCoordinatorGateway | None
     if key_type == TRANSACTION_KEY:
-        return fail(
-            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-            "transactions are not supported by this cluster",
-        )
-    if key_type != GROUP_KEY:
+        if not key:
+            return fail(ErrorCode.INVALID_REQUEST, "an empty transactional id has no coordinator")
+        topic, what = TRANSACTION_STATE_TOPIC, "transaction"
+        coordinator = services.transaction_coordinator
+    elif key_type == GROUP_KEY:
+        topic, what = OFFSETS_TOPIC, "group"
+        coordinator = services.group_coordinator
+    else:
         return fail(ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}")
-    coordinator = services.group_coordinator
     if coordinator is None:
-        return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE, "this broker runs no group coordinator")
-    partitions = services.metadata_cache.partitions(OFFSETS_TOPIC)
+        return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"this broker runs no {what} coordinator")
+    partitions = services.metadata_cache.partitions(topic)
     if not partitions:
         try:
-            await coordinator.create_offsets_topic()
+            if isinstance(coordinator, TransactionCoordinatorGateway):
+                await coordinator.create_state_topic()
+            else:
+                await coordinator.create_offsets_topic()
         except Exception as exc:  # the next FindCoordinator tries again
-            log.warning("cannot create %s: %s", OFFSETS_TOPIC, exc)
-        return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC} is being created")
+            log.warning("cannot create %s: %s", topic, exc)
+        return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{topic} is being created")
     info = partitions.get(coordinator.partition_of(key))
     leader = services.metadata_cache.broker(info.leader) if info is not None else None
     endpoint = leader.endpoint_for(listener) if leader is not None else None
     if endpoint is None:
-        return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group's partition has no leader")
+        return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"the {what}'s partition has no leader")
     return ErrorCode.NONE, None, leader.broker_id, endpoint.host, endpoint.port

@@ -1,0 +1,343 @@
+"""The transaction coordinator assembled into a broker process.
+
+- `ReplicaManagerTransactionLog`: the runtime's view of `__transaction_state` (append as leader
+  with acks=all, read a partition from its start), through the replica manager.
+- `NetworkMarkerWriter`: Kafka's TransactionMarkerChannelManager. For one transaction's markers
+  it asks `MarkerDelivery` (sans-I/O) which partitions to send to which leader, sends one
+  WriteTxnMarkers v1 per leader broker (this broker included, over the network like any other:
+  one path), feeds the answers back, and retries what is left with fresh metadata after
+  `RETRY_BACKOFF_S`, until every marker is written, the transaction is fenced, or this broker
+  stops coordinating it. The fault injector is consulted before each request (tests hold the
+  markers of a coordinator they are about to kill).
+- `ZkTransactionCoordinator`: what the handlers call (`TransactionCoordinatorGateway`), and the
+  creation of `__transaction_state` on first need with Kafka's settings:
+  `transaction.state.log.num.partitions`, `.replication.factor` (capped by the registered
+  brokers with a warning, as `__consumer_offsets`), `.min.isr` as the topic's
+  min.insync.replicas (capped by the replication factor), `.segment.bytes`, compacted.
+- `attach_transaction_coordinator` follows leadership of `__transaction_state` partitions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NodeExistsError
+
+from epochlog.aio import wait_for
+from epochlog.broker.appends import start_append_records
+from epochlog.broker.broker import Broker
+from epochlog.client.connection import BrokerConnection
+from epochlog.config.broker import BrokerConfig
+from epochlog.controller.assignment import assign_replicas
+from epochlog.coordinator.transaction.markers import MarkerDelivery, TopicPartition
+from epochlog.coordinator.transaction.operations import TxnConfig, WriteMarkers
+from epochlog.coordinator.transaction.record_codec import TransactionStateCodec
+from epochlog.coordinator.transaction.runtime import (
+    TRANSACTION_STATE_TOPIC,
+    CoordinatorError,
+    EncodedRecord,
+    ProducerIds,
+    TransactionCoordinatorRuntime,
+)
+from epochlog.coordinator.transaction.service import TransactionService
+from epochlog.protocol.api import ApiKey
+from epochlog.protocol.errors import ErrorCode
+from epochlog.protocol.records import RecordBatchBuilder, decode_batches
+from epochlog.zk import controller_zk as zkc
+from epochlog.zk.znodes import (
+    TopicAssignment,
+    encode_topic_assignment,
+    encode_topic_config,
+    topic_config_path,
+    topic_path,
+)
+
+log = logging.getLogger(__name__)
+
+READ_CHUNK_BYTES = 1 << 20
+PRODUCE_VERSION = 9
+RETRY_BACKOFF_S = 0.1  # Kafka's marker channel retries after retry.backoff.ms (100)
+MARKER_REQUEST_VERSION = 1
+CONNECT_TIMEOUT_S = 10
+
+# Kafka's TransactionStateManager: how a failed append of a transaction record is answered.
+_APPEND_ERRORS = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+}
+
+
+def txn_config_from(config: BrokerConfig) -> TxnConfig:
+    return TxnConfig(
+        max_timeout_ms=config["transaction.max.timeout.ms"],
+        id_expiration_ms=config["transactional.id.expiration.ms"],
+        abort_timed_out_interval_ms=config[
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms"
+        ],
+        remove_expired_interval_ms=config[
+            "transaction.remove.expired.transaction.cleanup.interval.ms"
+        ],
+        offsets_topic_partitions=config["offsets.topic.num.partitions"],
+    )
+
+
+class ReplicaManagerTransactionLog:
+    def __init__(self, broker: Broker, timeout_ms: int) -> None:
+        self.rm = broker.replica_manager
+        self.timeout_ms = timeout_ms
+
+    async def append(self, partition: int, records: Sequence[EncodedRecord]) -> None:
+        builder = RecordBatchBuilder()
+        now = int(time.time() * 1000)
+        for key, value in records:
+            builder.append(now, key, value)
+        key = (TRANSACTION_STATE_TOPIC, partition)
+        results = await start_append_records(
+            self.rm,
+            timeout_ms=self.timeout_ms,
+            required_acks=-1,
+            entries=[(key, builder.build())],
+            version=PRODUCE_VERSION,
+        )
+        error = results[key].error
+        if error is not ErrorCode.NONE:
+            raise CoordinatorError(
+                _APPEND_ERRORS.get(error, ErrorCode.UNKNOWN_SERVER_ERROR),
+                f"{TRANSACTION_STATE_TOPIC}-{partition}: append failed with {error.name}",
+            )
+
+    async def read(self, partition: int) -> AsyncIterator[EncodedRecord]:
+        found = self.rm.get_partition(TRANSACTION_STATE_TOPIC, partition)
+        if found is None:
+            raise CoordinatorError(ErrorCode.NOT_COORDINATOR)
+        log_ = found.log
+        offset = log_.log_start_offset
+        while offset < log_.log_end_offset:
+            chunk = log_.read(offset, READ_CHUNK_BYTES)
+            data = await asyncio.to_thread(chunk.read_bytes)
+            batches = decode_batches(data)
+            if not batches:
+                break
+            for batch in batches:
+                for record in batch.records:
+                    if record.offset >= offset and record.key is not None:
+                        yield record.key, record.value
+            offset = max(offset, batches[-1].next_offset)
+
+
+class NetworkMarkerWriter:
+    def __init__(self, broker: Broker, request_timeout_ms: int) -> None:
+        self.broker_id = broker.broker_id
+        self.metadata_cache = broker.metadata_cache
+        self.faults = broker.replica_manager.faults
+        config = broker.services.config
+        self.listener = config.listeners[0].listener if config.listeners else "PLAINTEXT"
+        self.request_timeout_ms = request_timeout_ms
+        self._connections: dict[int, BrokerConnection] = {}
+
+    def _leader_of(self, tp: TopicPartition) -> int | None:
+        info = self.metadata_cache.partitions(tp[0]).get(tp[1])
+        return info.leader if info is not None else None
+
+    async def write(self, markers: WriteMarkers, still_current: Callable[[], bool]) -> bool:
+        delivery = MarkerDelivery(markers)
+        while not delivery.finished and still_current():
+            plan = delivery.plan(self._leader_of, self.metadata_cache.has_topic)
+            if plan:
+                await asyncio.gather(
+                    *(self._send(delivery, leader, tps) for leader, tps in plan.items())
+                )
+            if not delivery.finished:
+                await asyncio.sleep(RETRY_BACKOFF_S)
+        if delivery.fenced_by is not None:
+            log.info(
+                "markers of %r (producer %d epoch %d) stopped: %s",
+                markers.transactional_id,
+                markers.producer_id,
+                markers.producer_epoch,
+                delivery.fenced_by.name,
+            )
+        return delivery.done and still_current()
+
+    async def _send(
+        self, delivery: MarkerDelivery, leader: int, partitions: list[TopicPartition]
+    ) -> None:
+        if not await self.faults.before_send(ApiKey.WRITE_TXN_MARKERS, self.broker_id, leader):
+            return  # dropped by a test rule: retried as a lost request
+        try:
+            connection = await self._connection(leader)
+            if connection is None:
+                return
+            response = await connection.send(
+                delivery.request(partitions),
+                api_key=ApiKey.WRITE_TXN_MARKERS,
+                version=MARKER_REQUEST_VERSION,
+            )
+        except Exception as exc:  # a lost connection or a timeout: retried
+            log.info("WriteTxnMarkers to broker %d failed: %s", leader, exc)
+            await self._drop(leader)
+            return
+        delivery.record_response(partitions, response)
+
+    async def _connection(self, broker_id: int) -> BrokerConnection | None:
+        connection = self._connections.get(broker_id)
+        if connection is not None and connection.connected:
+            return connection
+        await self._drop(broker_id)
+        live = self.metadata_cache.broker(broker_id)
+        endpoint = live.endpoint_for(self.listener) if live is not None else None
+        if endpoint is None:
+            return None
+        connection = BrokerConnection(
+            endpoint.host,
+            endpoint.port,
+            node_id=broker_id,
+            client_id=f"broker-{self.broker_id}-txn-markers",
+            request_timeout_ms=self.request_timeout_ms,
+        )
+        await wait_for(connection.connect(), CONNECT_TIMEOUT_S)
+        self._connections[broker_id] = connection
+        return connection
+
+    async def _drop(self, broker_id: int) -> None:
+        connection = self._connections.pop(broker_id, None)
+        if connection is not None:
+            with contextlib.suppress(Exception):
+                await connection.close()
+
+    async def close(self) -> None:
+        for broker_id in list(self._connections):
+            await self._drop(broker_id)
+
+
+class ZkTransactionCoordinator:
+    def __init__(
+        self, zk: KazooClient, config: BrokerConfig, broker: Broker, producer_ids: ProducerIds
+    ) -> None:
+        self.zk = zk
+        self.config = config
+        self.markers = NetworkMarkerWriter(broker, config["request.timeout.ms"])
+        self.runtime = TransactionCoordinatorRuntime(
+            ReplicaManagerTransactionLog(broker, config["request.timeout.ms"]),
+            TransactionStateCodec(),
+            self.markers,
+            producer_ids,
+            config["transaction.state.log.num.partitions"],
+            txn_config_from(config),
+        )
+        self.service = TransactionService(self.runtime)
+        self._creating: asyncio.Task[None] | None = None
+
+    @property
+    def api_keys(self) -> frozenset[int]:
+        return self.service.api_keys
+
+    def partition_of(self, transactional_id: str) -> int:
+        return self.runtime.partition_of(transactional_id)
+
+    async def handle(self, api_key: int, version: int, body: Any) -> Any:
+        return await self.service.handle(api_key, version, body)
+
+    async def close(self) -> None:
+        await self.runtime.close()
+        await self.markers.close()
+
+    async def create_state_topic(self) -> None:
+        if self._creating is None or self._creating.done():
+            self._creating = asyncio.get_running_loop().create_task(
+                asyncio.to_thread(self._create_state_topic)
+            )
+        await asyncio.shield(self._creating)
+
+    def _create_state_topic(self) -> None:
+        if self.zk.exists(topic_path(TRANSACTION_STATE_TOPIC)) is not None:
+            return
+        brokers = sorted(zkc.read_brokers(self.zk))
+        wanted = self.config["transaction.state.log.replication.factor"]
+        factor = max(min(wanted, len(brokers)), 1)
+        if factor < wanted:
+            log.warning(
+                "creating %s with replication factor %d: only %d brokers are registered "
+                "(transaction.state.log.replication.factor is %d)",
+                TRANSACTION_STATE_TOPIC,
+                factor,
+                len(brokers),
+                wanted,
+            )
+        min_isr = min(self.config["transaction.state.log.min.isr"], factor)
+        assignment = assign_replicas(
+            brokers, self.config["transaction.state.log.num.partitions"], factor
+        )
+        configs = {
+            "cleanup.policy": "compact",
+            "compression.type": "producer",
+            "min.insync.replicas": str(min_isr),
+            "segment.bytes": str(self.config["transaction.state.log.segment.bytes"]),
+        }
+        with contextlib.suppress(NodeExistsError):
+            self.zk.create(
+                topic_config_path(TRANSACTION_STATE_TOPIC),
+                encode_topic_config(configs),
+                makepath=True,
+            )
+        with contextlib.suppress(NodeExistsError):
+            self.zk.create(
+                topic_path(TRANSACTION_STATE_TOPIC),
+                encode_topic_assignment(TopicAssignment(assignment, uuid.uuid4())),
+                makepath=True,
+            )
+            log.info(
+                "created %s: %d partitions, replication factor %d, min.insync.replicas %d",
+                TRANSACTION_STATE_TOPIC,
+                len(assignment),
+                factor,
+                min_isr,
+            )
+
+
+def attach_transaction_coordinator(broker: Broker, coordinator: ZkTransactionCoordinator) -> None:
+    """Load and unload shards as this broker's leadership of `__transaction_state` changes."""
+    rm = broker.replica_manager
+    runtime = coordinator.runtime
+    on_leader, on_follower, on_stop = (
+        rm.on_become_leader,
+        rm.on_become_follower,
+        rm.on_stop_replicas,
+    )
+
+    def became_leader(partitions: list[Any]) -> None:
+        if on_leader is not None:
+            on_leader(partitions)
+        for p in partitions:
+            if p.key[0] == TRANSACTION_STATE_TOPIC:
+                runtime.elected(p.key[1], p.leader_epoch)
+
+    def became_follower(partitions: list[Any]) -> None:
+        if on_follower is not None:
+            on_follower(partitions)
+        for p in partitions:
+            if p.key[0] == TRANSACTION_STATE_TOPIC:
+                runtime.resigned(p.key[1])
+
+    def stopped(keys: list[tuple[str, int]]) -> None:
+        if on_stop is not None:
+            on_stop(keys)
+        for topic, partition in keys:
+            if topic == TRANSACTION_STATE_TOPIC:
+                runtime.resigned(partition)
+
+    rm.on_become_leader = became_leader
+    rm.on_become_follower = became_follower
+    rm.on_stop_replicas = stopped
+    broker.services.transaction_coordinator = coordinator
