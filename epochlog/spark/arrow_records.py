@@ -58,6 +58,9 @@ _HEADER = struct.Struct(">qiibIhiqqqhii")  # the v2 batch header, as protocol.re
 _PRODUCER_FIELDS = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence at byte 43
 _PRODUCER_FIELDS_OFFSET = 43
 _CRC = struct.Struct(">I")
+_ATTRIBUTES = struct.Struct(">h")  # the batch attributes, right after the CRC
+_ATTRIBUTES_OFFSET = 21
+_TRANSACTIONAL_BIT = 0x10
 _PAD = 16  # zero bytes after the records, so vectorised varint reads never run off the end
 _ZIGZAG_1 = [(b >> 1) ^ -(b & 1) for b in range(128)]
 
@@ -625,12 +628,22 @@ def murmur2_partitions(keys: pa.Array, partitions: int) -> np.ndarray:
     return out
 
 
-def stamp_batch(batch: bytes, producer_id: int, producer_epoch: int, base_sequence: int) -> bytes:
-    """The batch with producer id, epoch and base sequence written in and its CRC fixed."""
+def stamp_batch(
+    batch: bytes,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    transactional: bool = False,
+) -> bytes:
+    """The batch with producer id, epoch and base sequence written in, the transactional
+    attribute set if asked, and its CRC fixed."""
     buf = bytearray(batch)
     _PRODUCER_FIELDS.pack_into(
         buf, _PRODUCER_FIELDS_OFFSET, producer_id, producer_epoch, base_sequence
     )
+    if transactional:
+        (attributes,) = _ATTRIBUTES.unpack_from(buf, _ATTRIBUTES_OFFSET)
+        _ATTRIBUTES.pack_into(buf, _ATTRIBUTES_OFFSET, attributes | _TRANSACTIONAL_BIT)
     _CRC.pack_into(buf, CRC_OFFSET, batch_crc(buf, 0, len(buf)))
     return bytes(buf)
 

@@ -237,12 +237,19 @@ AT_LEAST_ONCE = "at-least-once"
 EXACTLY_ONCE = "exactly-once"
 
 
+DEFAULT_TRANSACTION_TIMEOUT_MS = 300_000  # a batch's tasks and its commit must fit in it
+
+
 @dataclass(frozen=True)
 class SinkOptions:
     client: Mapping[str, Any]
     topic: str | None = None
     delivery_guarantee: str = AT_LEAST_ONCE
-    staging_location: str | None = None  # exactly-once: where tasks stage their rows
+    # exactly-once: what names the sink (the checkpoint location, or stagingLocation if given),
+    # an explicit transactional id prefix, and the transactions' timeout
+    sink_location: str | None = None
+    transactional_id_prefix: str | None = None
+    transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
 
 
 def parse_sink_options(
@@ -257,23 +264,27 @@ def parse_sink_options(
     guarantee = opts.get("deliveryguarantee", AT_LEAST_ONCE).strip().lower()
     if guarantee not in (AT_LEAST_ONCE, EXACTLY_ONCE):
         raise OptionError("deliveryGuarantee", f"{guarantee!r}: {AT_LEAST_ONCE} or {EXACTLY_ONCE}")
-    staging = opts.get("staginglocation")
+    location = opts.get("staginglocation") or opts.get("checkpointlocation")
+    prefix = opts.get("transactionalidprefix")
+    if prefix is not None and not prefix.strip():
+        raise OptionError("transactionalIdPrefix", "empty prefix")
+    timeout = _positive(opts, "transactionTimeoutMs") or DEFAULT_TRANSACTION_TIMEOUT_MS
     if guarantee == EXACTLY_ONCE:
         if not streaming:
             raise OptionError("deliveryGuarantee", "exactly-once is for streaming writes")
-        if staging is None:
-            checkpoint = opts.get("checkpointlocation")
-            if checkpoint is None:
-                raise OptionError(
-                    "stagingLocation", "exactly-once needs a checkpointLocation or stagingLocation"
-                )
-            staging = checkpoint.rstrip("/") + "/epochlog-sink"
-        staging = staging.removeprefix("file://").removeprefix("file:")
+        if location is None and prefix is None:
+            raise OptionError(
+                "transactionalIdPrefix",
+                "exactly-once needs a checkpointLocation (or a transactionalIdPrefix) to name "
+                "its transactions",
+            )
     return SinkOptions(
         client=client_settings(opts, Role.PRODUCER),
         topic=topic.strip() if topic is not None else None,
         delivery_guarantee=guarantee,
-        staging_location=staging,
+        sink_location=location,
+        transactional_id_prefix=prefix.strip() if prefix is not None else None,
+        transaction_timeout_ms=timeout,
     )
 
 

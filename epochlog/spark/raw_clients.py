@@ -315,6 +315,9 @@ class BatchSender:
         self._generation = 0
         self._sequences: dict[tuple[str, int], tuple[int, int]] = {}  # tp -> (generation, next)
         self._pid_lock: asyncio.Lock | None = None
+        # Set by a transactional sender (`txn_clients`): Produce requests carry it and batches
+        # are stamped transactional.
+        self.transactional_id: str | None = None
 
     async def _make(self) -> NetworkClient:
         net = NetworkClient(self.config, allow_auto_topic_creation=True)
@@ -419,7 +422,9 @@ class BatchSender:
             producer_id, epoch, sequence = await self._producer_fields(tp, item)
             data = item.batch.data
             if producer_id >= 0:
-                data = stamp_batch(data, producer_id, epoch, sequence)
+                data = stamp_batch(
+                    data, producer_id, epoch, sequence, self.transactional_id is not None
+                )
             item.attempts += 1
             error = ErrorCode.NONE
             problem: Exception | None = None
@@ -432,7 +437,7 @@ class BatchSender:
                         raise KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, f"produce to {tp}")
                 conn = await net.ready(leader)
                 request = m.ProduceRequest(
-                    transactional_id=None,
+                    transactional_id=self.transactional_id,
                     acks=self.acks,
                     timeout_ms=c["request.timeout.ms"],
                     topic_data=[

@@ -149,7 +149,7 @@ def consume_all(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list[Con
 #   task    after the task wrote (at-least-once) or staged (exactly-once) its rows, in batch
 #           `faultBatch`;
 #   commit  (exactly-once) in the driver's commit of batch `faultBatch`, after the first
-#           acknowledged chunk of 10 records.
+#           task's transaction was committed (a driver that dies half-way through a commit).
 # `faultMarker` is a file created by the crash, so the fault fires once.
 
 from collections.abc import Iterator as _Iterator  # noqa: E402
@@ -157,10 +157,11 @@ from collections.abc import Iterator as _Iterator  # noqa: E402
 from pyspark.sql.datasource import WriterCommitMessage  # noqa: E402
 
 from epochlog.spark import EpochlogDataSource  # noqa: E402
-from epochlog.spark.exactly_once import (  # noqa: E402
-    ExactlyOncePublisher,
-    ExactlyOnceStreamWriter,
-)
+from epochlog.spark.exactly_once import ExactlyOnceStreamWriter, TaskTransaction  # noqa: E402
+from epochlog.spark.txn_clients import end_transactions  # noqa: E402
+from tests.integration import txn_api_shim  # noqa: E402
+
+txn_api_shim.register()  # in every Python worker that unpickles the faulty source
 from epochlog.spark.options import EXACTLY_ONCE, parse_sink_options  # noqa: E402
 from epochlog.spark.writer import EpochlogStreamWriter  # noqa: E402
 
@@ -208,13 +209,13 @@ class FaultyExactlyOnceWriter(ExactlyOnceStreamWriter):
         return message
 
     def commit(self, messages: list, batchId: int) -> None:  # noqa: N803
-        crash = self.fault["fault"] == "commit" and batchId == int(self.fault["faultbatch"])
-
-        def progress(published: int) -> None:
-            if crash:
-                _fire_once(self.fault["faultmarker"])
-
-        ExactlyOncePublisher(self.options, batchId).publish(messages, progress, chunk_records=10)
+        if self.fault["fault"] != "commit" or batchId != int(self.fault["faultbatch"]):
+            super().commit(messages, batchId)
+            return
+        open_txns = [m for m in messages if isinstance(m, TaskTransaction) and m.needs_end]
+        end_transactions(self.options.client, open_txns[:1], commit=True)
+        _fire_once(self.fault["faultmarker"])
+        end_transactions(self.options.client, open_txns[1:], commit=True)
 
 
 class FaultyEpochlogDataSource(EpochlogDataSource):

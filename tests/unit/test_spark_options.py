@@ -6,7 +6,6 @@ import pyarrow as pa
 import pytest
 
 from epochlog.client.fetch_decoder import ConsumerRecord
-from epochlog.spark.exactly_once import route
 from epochlog.spark.offsets import (
     START_KEY,
     MinTriggerGate,
@@ -149,7 +148,7 @@ def test_sink_requires_a_value_column_and_a_topic() -> None:
     assert o.topic is None
 
 
-def test_exactly_once_is_for_streaming_and_stages_under_the_checkpoint() -> None:
+def test_exactly_once_is_for_streaming_and_named_by_the_checkpoint() -> None:
     with pytest.raises(OptionError, match="deliveryGuarantee.*streaming"):
         parse_sink_options(
             {**BOOT, "topic": "t", "deliveryguarantee": EXACTLY_ONCE},
@@ -166,7 +165,47 @@ def test_exactly_once_is_for_streaming_and_stages_under_the_checkpoint() -> None
         {"value": "binary"},
         streaming=True,
     )
-    assert o.staging_location == "/tmp/ck/epochlog-sink"
+    assert o.sink_location == "file:/tmp/ck/"
+    assert o.transactional_id_prefix is None
+    assert o.transaction_timeout_ms == 300_000
+
+
+def test_exactly_once_needs_a_name_for_its_transactions() -> None:
+    with pytest.raises(OptionError, match="transactionalIdPrefix.*checkpointLocation"):
+        parse_sink_options(
+            {**BOOT, "topic": "t", "deliveryguarantee": EXACTLY_ONCE},
+            {"value": "binary"},
+            streaming=True,
+        )
+    o = parse_sink_options(
+        {
+            **BOOT,
+            "topic": "t",
+            "deliveryguarantee": EXACTLY_ONCE,
+            "transactionalidprefix": " orders ",
+            "transactiontimeoutms": "90000",
+        },
+        {"value": "binary"},
+        streaming=True,
+    )
+    assert (o.transactional_id_prefix, o.transaction_timeout_ms) == ("orders", 90_000)
+    with pytest.raises(OptionError, match="transactionTimeoutMs"):
+        parse_sink_options(
+            {**BOOT, "topic": "t", "transactiontimeoutms": "-1"},
+            {"value": "binary"},
+            streaming=True,
+        )
+
+
+def test_the_source_reads_with_the_isolation_level_given_as_kafka_option() -> None:
+    o = parse_source_options(
+        {**BOOT, "subscribe": "t", "kafka.isolation.level": "read_committed"}, streaming=True
+    )
+    assert o.client["isolation.level"] == "read_committed"
+    with pytest.raises(OptionError, match="isolation.level"):
+        parse_source_options(
+            {**BOOT, "subscribe": "t", "kafka.isolation.level": "committed"}, streaming=True
+        )
 
 
 # ------------------------------------------------------------------------------ offsets
@@ -351,14 +390,3 @@ def test_sink_rows_take_the_topic_option_over_the_column() -> None:
         ("y", b"b", None, [], 2),
     ]
     assert [r[0] for r in batch_to_records(batch, "z")] == ["z", "z"]
-
-
-def test_exactly_once_routing_depends_only_on_content_and_position() -> None:
-    records = [("t", b"v%d" % i, None, [], None) for i in range(5)]
-    records.append(("t", b"k", b"key", [], None))
-    records.append(("t", b"p", None, [], 2))
-    routed = route(records, {"t": 3})
-    assert routed == route(list(records), {"t": 3})
-    assert [r[1] for r in routed[("t", 0)]][:2] == [b"v0", b"v3"]
-    assert b"p" in [r[1] for r in routed[("t", 2)]]
-    assert sum(len(v) for v in routed.values()) == 7
