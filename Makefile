@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup system-deps test test-slow test-kafka-python lint bench bench-groups bench-throughput bench-client bench-controller-moves bench-spark bench-compaction demo clean
+.PHONY: setup system-deps test test-slow test-kafka-python lint bench bench-groups bench-throughput bench-client bench-controller-moves bench-spark bench-compaction bench-transactions demo clean
 
 setup: $(STAMP) system-deps
 
@@ -55,6 +55,9 @@ bench-controller-moves: setup
 bench-compaction: setup system-deps
 	$(PY) bench/compaction.py
 	$(PY) bench/compaction_latency.py
+
+bench-transactions: setup system-deps
+	$(PY) bench/transactions.py
 
 bench-client: setup system-deps
 	$(PY) bench/client.py
