@@ -1,5 +1,6 @@
-"""The consumer's way to its group coordinator: found by FindCoordinator, reached over a connection
-of its own.
+"""The consumer's way to its group coordinator (and the transactional producer's to its
+transaction coordinator, `key_type` 1): found by FindCoordinator, reached over a connection of
+its own.
 
 FindCoordinator goes to the least loaded broker (one key, batched from v4 as the admin client
 sends it). The connection to the coordinator is not the one fetches use (Java's separate
@@ -19,7 +20,7 @@ from epochlog.aio import wait_for
 from epochlog.client.config import ClientConfig
 from epochlog.client.connection import BrokerConnection
 from epochlog.client.errors import ClientError, KafkaError
-from epochlog.client.group_admin_protocol import find_coordinator_requests
+from epochlog.client.group_admin_protocol import GROUP_KEY_TYPE, find_coordinator_requests
 from epochlog.client.network import NetworkClient
 from epochlog.protocol.api import ApiKey
 from epochlog.protocol.errors import ErrorCode
@@ -40,8 +41,10 @@ class CoordinatorConnection:
         net: NetworkClient,
         on_found: Callable[[], None],
         on_lost: Callable[[], None],
+        key_type: int = GROUP_KEY_TYPE,
     ) -> None:
         self.group_id = group_id
+        self.key_type = key_type
         self._net = net
         self._on_found = on_found
         self._on_lost = on_lost
@@ -66,7 +69,7 @@ class CoordinatorConnection:
         try:
             conn = await self._net.least_loaded_connection(self._request_timeout_ms)
             version = conn.version_for(ApiKey.FIND_COORDINATOR)
-            (request,) = find_coordinator_requests([self.group_id], version)
+            (request,) = find_coordinator_requests([self.group_id], version, self.key_type)
             response = await conn.send(request, api_key=ApiKey.FIND_COORDINATOR, version=version)
         except ClientError as exc:
             log.debug("group %s: FindCoordinator failed: %s", self.group_id, exc)
