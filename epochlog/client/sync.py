@@ -47,7 +47,7 @@ from epochlog.client.delivery import DeliveryFuture
 from epochlog.client.errors import ClientClosedError, KafkaError
 from epochlog.client.fetch_decoder import ConsumerRecord
 from epochlog.client.group_admin_protocol import GroupDescription, GroupListing
-from epochlog.client.group_offsets import OffsetAndMetadata
+from epochlog.client.group_offsets import ConsumerGroupMetadata, OffsetAndMetadata
 from epochlog.client.metadata import TopicPartition
 from epochlog.client.producer import (
     AsyncProducer,
@@ -295,6 +295,41 @@ class Producer:
     def partitions_for(self, topic: str) -> list[int]:
         return self._thread.run(self._producer.partitions_for(topic))
 
+    # Transactions (`AsyncProducer`'s): the records handed to the loop are appended first, so
+    # a commit covers every send made before it and an abort every send it should drop.
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        self._thread.run(self._producer.init_transactions(timeout))
+
+    def begin_transaction(self) -> None:
+        self._thread.call(self._producer.begin_transaction)
+
+    def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[tuple[str, int], int | OffsetAndMetadata],
+        group_metadata: ConsumerGroupMetadata,
+        timeout: float | None = None,
+    ) -> None:
+        async def send_offsets() -> None:
+            await self._settle_sends()
+            await self._producer.send_offsets_to_transaction(offsets, group_metadata, timeout)
+
+        self._thread.run(send_offsets())
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        async def commit() -> None:
+            await self._settle_sends()
+            await self._producer.commit_transaction(timeout)
+
+        self._thread.run(commit())
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        async def abort() -> None:
+            await self._settle_sends()
+            await self._producer.abort_transaction(timeout)
+
+        self._thread.run(abort())
+
     def close(self, timeout: float | None = None) -> None:
         if self._thread.loop.is_closed():
             return
@@ -345,6 +380,9 @@ class Consumer:
     @property
     def generation_id(self) -> int:
         return self._consumer.generation_id
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        return self._thread.call(self._consumer.group_metadata)
 
     def __enter__(self) -> Consumer:
         return self

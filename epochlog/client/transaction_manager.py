@@ -122,6 +122,11 @@ class TransactionStateError(ClientError):
     """A call the transaction's current state does not allow (Kafka's IllegalStateException)."""
 
 
+class TransactionAbortedError(ClientError):
+    """A record of a transaction that was aborted before the record was sent (Kafka's
+    TransactionAbortedException)."""
+
+
 class Target(enum.Enum):
     TRANSACTION_COORDINATOR = "transaction coordinator"
     GROUP_COORDINATOR = "group coordinator"
@@ -357,11 +362,15 @@ class TransactionManager:
         if self._end_op is not None and not self._end_committed and not self._end_op.done:
             return self._end_op
         self._require("abort a transaction", TxnState.IN_TRANSACTION, TxnState.ABORTABLE_ERROR)
-        self._transition(TxnState.ABORTING_TRANSACTION)
+        cause = f": {self.last_error}" if self.state is TxnState.ABORTABLE_ERROR else ""
+        self._transition(
+            TxnState.ABORTING_TRANSACTION,
+            TransactionAbortedError(f"transaction aborted before the record was sent{cause}"),
+        )
         # What was queued for this transaction is dropped: the offsets it would have sent fail.
         for call in self._calls:
             if isinstance(call, AddOffsetsCall | TxnOffsetCommitCall):
-                call.operation.complete(TransactionStateError("the transaction was aborted"))
+                call.operation.complete(TransactionAbortedError("the transaction was aborted"))
         self._calls = [c for c in self._calls if not isinstance(c, AddOffsetsCall)]
         self._calls = [c for c in self._calls if not isinstance(c, TxnOffsetCommitCall)]
         self._txn.new_partitions.clear()
@@ -521,6 +530,7 @@ class TransactionManager:
             return step
         self.sequences.set_producer_id(result.producer_id, result.producer_epoch)
         self._transition(TxnState.READY)
+        self.last_error = None
         if self._init_op is not None:
             self._init_op.complete()
             self._init_op = None
@@ -581,6 +591,7 @@ class TransactionManager:
             self._calls.append(InitProducerIdCall(self.producer_id, self.producer_epoch))
             return
         self._transition(TxnState.READY)
+        self.last_error = None
         if self._end_op is not None:
             self._end_op.complete()
             self._end_op = None

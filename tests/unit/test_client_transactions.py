@@ -17,6 +17,7 @@ from epochlog.client.transaction_manager import (
     InitProducerIdCall,
     Next,
     Target,
+    TransactionAbortedError,
     TransactionManager,
     TransactionStateError,
     TxnOffsetCommitCall,
@@ -289,6 +290,9 @@ def test_a_lost_sequence_aborts_with_an_epoch_bump_kip_360() -> None:
     txn.on_batch_failed(batch, ErrorCode.UNKNOWN_PRODUCER_ID, error)
     assert txn.state is TxnState.ABORTABLE_ERROR and txn.last_error is error
     op = txn.abort()
+    # what is still queued fails with the abort, naming its cause
+    assert isinstance(txn.last_error, TransactionAbortedError)
+    assert "UNKNOWN_PRODUCER_ID" in str(txn.last_error)
     end = txn.next_call(False)
     assert isinstance(end, EndTxnCall) and not end.committed
     txn.on_response(end, OK)
@@ -340,7 +344,7 @@ def test_abort_drops_offsets_not_yet_sent() -> None:
     txn = in_transaction(A)
     offsets_op = txn.send_offsets({A: OffsetAndMetadata(1)}, GROUP)
     abort_op = txn.abort()
-    assert isinstance(offsets_op.error, TransactionStateError)
+    assert isinstance(offsets_op.error, TransactionAbortedError)
     end = txn.next_call(False)
     assert isinstance(end, EndTxnCall) and not end.committed
     txn.on_response(end, OK)
