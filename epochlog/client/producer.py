@@ -46,7 +46,6 @@ from epochlog.client.errors import (
     KafkaError,
     MessageTooLargeError,
 )
-from epochlog.client.group_offsets import ConsumerGroupMetadata, OffsetAndMetadata
 from epochlog.client.idempotence import (
     Action,
     IdempotenceManager,
@@ -58,10 +57,8 @@ from epochlog.client.network import NetworkClient
 from epochlog.client.partitioner import StickyPartitioner, murmur2
 from epochlog.client.transaction_manager import (
     TransactionManager,
-    TransactionStateError,
-    TxnOperation,
 )
-from epochlog.client.transactional_sender import TransactionalSender
+from epochlog.client.transactional_sender import TransactionalSender, TransactionCalls
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import ApiKey
 from epochlog.protocol.compression import Compression
@@ -152,8 +149,9 @@ def check_record_size(
         )
 
 
-class AsyncProducer:
-    """An asyncio Kafka producer; see the module docstring. Use `async with` or `close()`."""
+class AsyncProducer(TransactionCalls):
+    """An asyncio Kafka producer; see the module docstring. Use `async with` or `close()`.
+    The transaction calls (`init_transactions`, ...) come from `TransactionCalls`."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         self.config = load_config(Role.PRODUCER, config)
@@ -432,78 +430,6 @@ class AsyncProducer:
                 raise TimeoutError(f"{len(pending)} records still unacknowledged after {timeout}s")
         finally:
             self._acc.end_flush()
-
-    # ---------------------------------------------------------------- transactions
-
-    def _transaction_manager(self, what: str) -> TransactionManager:
-        if self._txn is None:
-            raise TransactionStateError(f"{what} needs a transactional producer (transactional.id)")
-        if self._closing:
-            raise ClientClosedError("producer is closed")
-        return self._txn
-
-    async def _wait_for(self, operation: TxnOperation, timeout: float | None) -> None:
-        """Wait for a transactional operation (None: max.block.ms); a timed-out call may be
-        made again and waits for the same operation, as in Kafka."""
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        operation.add_done_callback(lambda _: done.done() or done.set_result(None))
-        self._wakeup.set()
-        limit = self._max_block_ms / 1000 if timeout is None else timeout
-        try:
-            await wait_for(asyncio.shield(done), limit)
-        except TimeoutError:
-            raise TimeoutError(f"{operation.name} not done within {limit}s") from None
-        if operation.error is not None:
-            raise operation.error
-
-    async def init_transactions(self, timeout: float | None = None) -> None:
-        """Get the producer id and epoch of `transactional.id` from its coordinator, fencing
-        older producers with the same id and finishing (aborting) their open transaction."""
-        txn = self._transaction_manager("init_transactions")
-        await self.start()
-        await self._wait_for(txn.initialize(), timeout)
-
-    def begin_transaction(self) -> None:
-        self._transaction_manager("begin_transaction").begin()
-
-    async def send_offsets_to_transaction(
-        self,
-        offsets: Mapping[tuple[str, int], int | OffsetAndMetadata],
-        group_metadata: ConsumerGroupMetadata,
-        timeout: float | None = None,
-    ) -> None:
-        """Commit a consumer group's `offsets` (the next offset to read, per partition) as part
-        of the transaction: they count only if it commits. `group_metadata` is the consumer's
-        `group_metadata()`, so a member fenced by a rebalance cannot commit."""
-        txn = self._transaction_manager("send_offsets_to_transaction")
-        if not isinstance(group_metadata, ConsumerGroupMetadata):
-            raise TypeError(
-                "group_metadata must be a consumer's group_metadata(), "
-                f"not {type(group_metadata).__name__}"
-            )
-        by_partition: dict[TopicPartition, OffsetAndMetadata] = {}
-        for (topic, partition), value in offsets.items():
-            committed = value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(value)
-            offset = committed.offset
-            if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-                raise ValueError(f"offset for {topic}-{partition} must be an int >= 0: {offset!r}")
-            by_partition[TopicPartition(topic, partition)] = committed
-        await self._wait_for(txn.send_offsets(by_partition, group_metadata), timeout)
-
-    async def commit_transaction(self, timeout: float | None = None) -> None:
-        """Flush the transaction's records, then commit it (EndTxn). A failure leaves the
-        producer needing `abort_transaction()` (or, if fatal, only `close()`)."""
-        operation = self._transaction_manager("commit_transaction").commit()
-        self._acc.begin_flush()
-        try:
-            await self._wait_for(operation, timeout)
-        finally:
-            self._acc.end_flush()
-
-    async def abort_transaction(self, timeout: float | None = None) -> None:
-        """Drop the records not yet sent, wait for those in flight, and abort (EndTxn); after
-        a lost sequence the producer's epoch is bumped too (KIP-360)."""
-        await self._wait_for(self._transaction_manager("abort_transaction").abort(), timeout)
 
     def _wake_sender(self) -> None:
         self._wakeup.set()

@@ -14,19 +14,27 @@ sends it in a task of its own, so produce requests keep flowing meanwhile:
 
 The answer, or the failure to get one, goes back to the manager, whose `Next` says whether to
 go on, retry after `retry.backoff.ms`, or forget the coordinator first.
+
+`TransactionCalls` holds the producer's transaction calls (`init_transactions`, ...): each asks
+the manager for an operation and waits for it (up to `max.block.ms` unless given a timeout; a
+timed-out call made again waits for the same operation, as in Kafka).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
+from epochlog.aio import wait_for
+from epochlog.client.accumulator import RecordAccumulator
 from epochlog.client.config import ClientConfig
 from epochlog.client.connection import BrokerConnection
 from epochlog.client.coordinator_connection import CoordinatorConnection
-from epochlog.client.errors import ClientError, IncompatibleBrokerError
+from epochlog.client.errors import ClientClosedError, ClientError, IncompatibleBrokerError
 from epochlog.client.group_admin_protocol import GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE
+from epochlog.client.group_offsets import ConsumerGroupMetadata, OffsetAndMetadata
 from epochlog.client.metadata import TopicPartition
 from epochlog.client.network import NetworkClient
 from epochlog.client.transaction_manager import (
@@ -37,8 +45,10 @@ from epochlog.client.transaction_manager import (
     Next,
     Target,
     TransactionManager,
+    TransactionStateError,
     TxnCall,
     TxnOffsetCommitCall,
+    TxnOperation,
     TxnResult,
 )
 from epochlog.protocol import messages as m
@@ -82,6 +92,7 @@ class TransactionalSender:
         self._group_coordinators: dict[str, CoordinatorConnection] = {}
         self._task: asyncio.Task[None] | None = None
         self._retry_at_ms = 0.0
+        self.last_failure: str | None = None  # why the last call must be retried, for errors
 
     def poll(self, now: float, batches_pending: bool) -> float | None:
         """One look at the transaction; returns how long the sender may sleep (ms) for it,
@@ -134,6 +145,9 @@ class TransactionalSender:
             log.debug("%s to the %s failed: %s", type(call).__name__, call.target.value, exc)
             result = TxnResult(transport_error=exc)
         step = self.manager.on_response(call, result)
+        if step is not Next.CONTINUE:
+            reason = result.transport_error or _errors(result)
+            self.last_failure = f"{type(call).__name__} to the {call.target.value}: {reason}"
         if step is Next.REFIND_COORDINATOR:
             coordinator.lost(f"{type(call).__name__}: {result.error.name}")
         if step is not Next.CONTINUE:
@@ -246,6 +260,100 @@ class TransactionalSender:
             for p in t.partitions
         }
         return TxnResult(partition_errors=errors)
+
+
+class TransactionCalls:
+    """The transaction calls of `AsyncProducer` (mixed into it), over the producer's
+    `TransactionManager` and `TransactionalSender`."""
+
+    _txn: TransactionManager | None
+    _txn_sender: TransactionalSender | None
+    _acc: RecordAccumulator
+    _wakeup: asyncio.Event
+    _max_block_ms: int
+    _closing: bool
+
+    if TYPE_CHECKING:
+
+        async def start(self) -> None: ...
+
+    def _transaction_manager(self, what: str) -> TransactionManager:
+        if self._txn is None:
+            raise TransactionStateError(f"{what} needs a transactional producer (transactional.id)")
+        if self._closing:
+            raise ClientClosedError("producer is closed")
+        return self._txn
+
+    async def _wait_for(self, operation: TxnOperation, timeout: float | None) -> None:
+        """Wait for a transactional operation (None: max.block.ms); a timed-out call may be
+        made again and waits for the same operation, as in Kafka."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        operation.add_done_callback(lambda _: done.done() or done.set_result(None))
+        self._wakeup.set()
+        limit = self._max_block_ms / 1000 if timeout is None else timeout
+        try:
+            await wait_for(asyncio.shield(done), limit)
+        except TimeoutError:
+            sender = self._txn_sender
+            why = f" (last: {sender.last_failure})" if sender and sender.last_failure else ""
+            raise TimeoutError(f"{operation.name} not done within {limit}s{why}") from None
+        if operation.error is not None:
+            raise operation.error
+
+    async def init_transactions(self, timeout: float | None = None) -> None:
+        """Get the producer id and epoch of `transactional.id` from its coordinator, fencing
+        older producers with the same id and finishing (aborting) their open transaction."""
+        txn = self._transaction_manager("init_transactions")
+        await self.start()
+        await self._wait_for(txn.initialize(), timeout)
+
+    def begin_transaction(self) -> None:
+        self._transaction_manager("begin_transaction").begin()
+
+    async def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[tuple[str, int], int | OffsetAndMetadata],
+        group_metadata: ConsumerGroupMetadata,
+        timeout: float | None = None,
+    ) -> None:
+        """Commit a consumer group's `offsets` (the next offset to read, per partition) as part
+        of the transaction: they count only if it commits. `group_metadata` is the consumer's
+        `group_metadata()`, so a member fenced by a rebalance cannot commit."""
+        txn = self._transaction_manager("send_offsets_to_transaction")
+        if not isinstance(group_metadata, ConsumerGroupMetadata):
+            raise TypeError(
+                "group_metadata must be a consumer's group_metadata(), "
+                f"not {type(group_metadata).__name__}"
+            )
+        by_partition: dict[TopicPartition, OffsetAndMetadata] = {}
+        for (topic, partition), value in offsets.items():
+            committed = value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(value)
+            offset = committed.offset
+            if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+                raise ValueError(f"offset for {topic}-{partition} must be an int >= 0: {offset!r}")
+            by_partition[TopicPartition(topic, partition)] = committed
+        await self._wait_for(txn.send_offsets(by_partition, group_metadata), timeout)
+
+    async def commit_transaction(self, timeout: float | None = None) -> None:
+        """Flush the transaction's records, then commit it (EndTxn). A failure leaves the
+        producer needing `abort_transaction()` (or, if fatal, only `close()`)."""
+        operation = self._transaction_manager("commit_transaction").commit()
+        self._acc.begin_flush()
+        try:
+            await self._wait_for(operation, timeout)
+        finally:
+            self._acc.end_flush()
+
+    async def abort_transaction(self, timeout: float | None = None) -> None:
+        """Drop the records not yet sent, wait for those in flight, and abort (EndTxn); after
+        a lost sequence the producer's epoch is bumped too (KIP-360)."""
+        await self._wait_for(self._transaction_manager("abort_transaction").abort(), timeout)
+
+
+
+def _errors(result: TxnResult) -> str:
+    codes = {result.error, *result.partition_errors.values()} - {ErrorCode.NONE}
+    return ", ".join(sorted(code.name for code in codes)) or "no answer"
 
 
 def _nothing() -> None:
