@@ -55,6 +55,7 @@ class CoordinatorConnection:
         self._address: tuple[str, int] | None = None
         self._conn: BrokerConnection | None = None
         self.find_backoff_until_ms = 0.0
+        self.find_error: ErrorCode | None = None  # the last FindCoordinator's error, if any
 
     @property
     def known(self) -> bool:
@@ -77,6 +78,7 @@ class CoordinatorConnection:
             return
         found = response.coordinators[0] if version >= 4 else response
         code = ErrorCode.of(found.error_code)
+        self.find_error = None if code is ErrorCode.NONE else code
         if code is not ErrorCode.NONE:
             log.debug("group %s: FindCoordinator: %s", self.group_id, code.name)
             self.find_backoff_until_ms = self._net.now_ms() + self._backoff_ms

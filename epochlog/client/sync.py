@@ -127,6 +127,7 @@ class Producer:
         # key + value sizes below this cannot exceed max.request.size (see check_record_size)
         self._plain_room = self._max_request_size - BATCH_HEADER_SIZE - 26
         self._acc = self._producer._acc
+        self._txn = self._producer._txn
         self._closed = False
         self._handoff: collections.deque[Any] = collections.deque()
         self._handoff_scheduled = False
@@ -167,6 +168,8 @@ class Producer:
         `on_delivery(metadata, error)` runs on the loop thread too."""
         if self._closed:
             raise ClientClosedError("producer is closed")
+        if self._txn is not None:
+            self._txn.check_send()
         if type(value) is bytes and (key is None or type(key) is bytes) and not headers:
             # the common case, checked inline: bytes in, no headers, far below the size limit
             if len(value) + (len(key) if key else 0) > self._plain_room:

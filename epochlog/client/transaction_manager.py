@@ -324,6 +324,12 @@ class TransactionManager:
         self._transition(TxnState.IN_TRANSACTION)
         self._txn = _Transaction()
 
+    def check_send(self) -> None:
+        """Raise at once for a send outside a transaction (the blocking producer appends on
+        its loop later; Kafka's send raises in the caller)."""
+        if self.state is not TxnState.IN_TRANSACTION:
+            self._require("send", TxnState.IN_TRANSACTION)
+
     def add_partition(self, tp: TopicPartition) -> bool:
         """A record for `tp` is being sent: the transaction must take the partition in.
         True when `tp` is new to it (the sender should add it)."""

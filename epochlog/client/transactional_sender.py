@@ -143,7 +143,13 @@ class TransactionalSender:
             log.warning("%s: %s", type(call).__name__, exc)
         except ClientError as exc:
             log.debug("%s to the %s failed: %s", type(call).__name__, call.target.value, exc)
-            result = TxnResult(transport_error=exc)
+            refused = coordinator.find_error
+            if refused is not None and not refused.retriable:
+                # FindCoordinator's own answer (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, ...)
+                # decides, as in Kafka's FindCoordinatorHandler
+                result = TxnResult(refused)
+            else:
+                result = TxnResult(transport_error=exc)
         step = self.manager.on_response(call, result)
         if step is not Next.CONTINUE:
             reason = result.transport_error or _errors(result)

@@ -96,6 +96,8 @@ def test_a_call_the_state_does_not_allow_names_the_state(
 def test_send_outside_a_transaction_is_refused() -> None:
     txn = ready_manager()
     with pytest.raises(TransactionStateError, match="cannot send in state READY"):
+        txn.check_send()
+    with pytest.raises(TransactionStateError, match="cannot send in state READY"):
         txn.add_partition(A)
     assert txn.next_call(False) is None
 
