@@ -435,8 +435,12 @@ class AsyncProducer(TransactionCalls):
         self._wakeup.set()
 
     def _fail_queued(self, error: Exception) -> None:
-        """The transaction cannot commit: its records not yet sent fail now."""
+        """The transaction cannot commit: its records not yet sent fail now. A batch that was
+        sent before (queued again for a retry) may or may not be in the log: its sequence is
+        lost, so the abort must bump the epoch (KIP-360)."""
         for batch in self._acc.abort_all():
+            if batch.has_sequence and self._idem is not None:
+                self._idem.request_reset()
             self._fail(batch, error)
         for state in self._topic_states.values():
             state.open = [None] * state.count
