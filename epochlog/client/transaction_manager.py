@@ -25,10 +25,11 @@ id, epoch and sequence through the wrapped `IdempotenceManager` and marks the ba
 transactional). EndTxn waits until no batch of the transaction is left unresolved; a transaction
 that added nothing ends without one, as in Kafka.
 
-KIP-360: a produce failure that loses the partition's sequence (UNKNOWN_PRODUCER_ID, an
-OUT_OF_ORDER_SEQUENCE gap, a batch expired after it was sent) makes the error abortable and asks
-for an epoch bump; after the abort's EndTxn the manager sends InitProducerId with the current
-producer id and epoch, gets the next epoch, and every partition's sequence restarts at 0.
+KIP-360: a produce failure (as in Kafka, any one before the commit or abort began, and any that
+loses a partition's sequence: UNKNOWN_PRODUCER_ID, an OUT_OF_ORDER_SEQUENCE gap, a batch that
+expired after it was sent) makes the error abortable and asks for an epoch bump; after the
+abort's EndTxn the manager sends InitProducerId with the current producer id and epoch, gets
+the next epoch, and every partition's sequence restarts at 0.
 """
 
 from __future__ import annotations
@@ -107,13 +108,14 @@ ABORTABLE = frozenset(
 )
 # Abortable, and the producer's sequences are lost: the abort bumps the epoch (KIP-360).
 NEEDS_EPOCH_BUMP = frozenset({ErrorCode.UNKNOWN_PRODUCER_ID, ErrorCode.INVALID_PRODUCER_ID_MAPPING})
-# A produce error that is fatal for a transactional producer (any other failure is abortable).
+# A produce error that is fatal for a transactional producer; any other failure is abortable
+# (Kafka's TransactionManager.maybeTransitionToErrorState).
 FATAL_FOR_PRODUCE = frozenset(
     {
         ErrorCode.PRODUCER_FENCED,
         ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
         ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-        ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+        ErrorCode.UNSUPPORTED_VERSION,
     }
 )
 
@@ -397,8 +399,14 @@ class TransactionManager:
         if error in FATAL_FOR_PRODUCE:
             self.fatal(exc)
             return
-        if batch.has_sequence:
-            self.sequences.bump_requested = True  # its sequence is gone for good
+        completing = self.state in (
+            TxnState.COMMITTING_TRANSACTION,
+            TxnState.ABORTING_TRANSACTION,
+        )
+        if batch.has_sequence or not completing:
+            # its sequence is gone for good; and, as Kafka, any failure before the commit or
+            # abort began bumps the epoch at the abort
+            self.sequences.bump_requested = True
         self.abortable(exc)
 
     def abortable(self, error: Exception) -> None:

@@ -314,14 +314,26 @@ def test_a_lost_sequence_aborts_with_an_epoch_bump_kip_360() -> None:
     assert (fresh.producer_epoch, fresh.base_sequence) == (3, 0)  # sequences start again
 
 
-def test_a_produce_failure_without_a_sequence_needs_no_bump() -> None:
+def test_an_unsent_batch_failing_during_the_commit_needs_no_bump() -> None:
     txn = in_transaction(A)
+    txn.commit()
     txn.on_batch_failed(a_batch(A), ErrorCode.REQUEST_TIMED_OUT, TimeoutError("expired"))
     op = txn.abort()
     end = txn.next_call(False)
     assert end is not None
     txn.on_response(end, OK)
     assert op.done and txn.state is TxnState.READY and txn.producer_epoch == 2
+
+
+def test_any_produce_failure_inside_the_transaction_bumps_the_epoch_as_kafka() -> None:
+    txn = in_transaction(A)
+    txn.on_batch_failed(a_batch(A), ErrorCode.REQUEST_TIMED_OUT, TimeoutError("expired"))
+    op = txn.abort()
+    end = txn.next_call(False)
+    assert end is not None
+    txn.on_response(end, OK)
+    bump = txn.next_call(False)
+    assert isinstance(bump, InitProducerIdCall) and not op.done
 
 
 def test_a_fenced_produce_is_fatal() -> None:
