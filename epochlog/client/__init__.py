@@ -53,7 +53,10 @@ if TYPE_CHECKING:
     from epochlog.client.partitioner import murmur2, partition_for_key
     from epochlog.client.producer import AsyncProducer, RecordMetadata
     from epochlog.client.sync import Admin, Consumer, Producer
-    from epochlog.client.transaction_manager import TransactionStateError
+    from epochlog.client.transaction_manager import (
+        TransactionAbortedError,
+        TransactionStateError,
+    )
     from epochlog.protocol.messages.pin_controller import PinState, PinStatus
 
 # Names are imported on first use (PEP 562), so importing one submodule (say
@@ -102,6 +105,7 @@ _EXPORTS: dict[str, str] = {
     "Role": "epochlog.client.config",
     "TopicDescription": "epochlog.client.admin",
     "TopicPartition": "epochlog.client.metadata",
+    "TransactionAbortedError": "epochlog.client.transaction_manager",
     "TransactionStateError": "epochlog.client.transaction_manager",
     "load_config": "epochlog.client.config",
     "murmur2": "epochlog.client.partitioner",
@@ -165,6 +169,7 @@ __all__ = [
     "Role",
     "TopicDescription",
     "TopicPartition",
+    "TransactionAbortedError",
     "TransactionStateError",
     "load_config",
     "murmur2",

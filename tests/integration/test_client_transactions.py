@@ -36,6 +36,7 @@ from epochlog.client import (
     Consumer,
     Producer,
     TopicPartition,
+    TransactionAbortedError,
     TransactionStateError,
     connection,
 )
@@ -170,7 +171,7 @@ def test_records_queued_at_abort_are_dropped_not_sent(bootstrap: str) -> None:
         p.begin_transaction()
         held = p.send(topic, b"never", partition=0)  # lingers: not sent before the abort
         p.abort_transaction(timeout=DEADLINE_S)
-        with pytest.raises(Exception, match="abort"):
+        with pytest.raises(TransactionAbortedError, match="aborted before the record was sent"):
             held.result(DEADLINE_S)
         p.begin_transaction()
         p.send(topic, b"after", partition=0)
