@@ -39,10 +39,10 @@ from epochlog.client.errors import (
     RequestTimedOutError,
 )
 from epochlog.protocol import messages as m
-from epochlog.protocol.api import APIS, Api, ApiKey, encode_request, response_header_version
-from epochlog.protocol.codec import Message, decode_from, encode_into
+from epochlog.protocol.api import APIS, ApiKey, encode_request, response_header_version
+from epochlog.protocol.codec import Message, decode_from
 from epochlog.protocol.errors import ErrorCode, ProtocolError, UnsupportedVersionError
-from epochlog.protocol.headers import RequestHeader, ResponseHeader
+from epochlog.protocol.headers import ResponseHeader
 from epochlog.protocol.varint import decode_uvarint
 
 log = logging.getLogger(__name__)
@@ -55,53 +55,9 @@ _API_VERSION_ENTRY = struct.Struct(">hhh")
 _MAX_FRAME = 100 * 1024 * 1024 + 1024  # refuse absurd sizes instead of allocating them
 
 
-def _client_only(request: type[Message], response: type[Message]) -> Api:
-    key, valid = request.SCHEMA.api_key, request.SCHEMA.valid
-    assert key is not None and valid.high is not None
-    return Api(key, valid.low, valid.high, request, response)  # type: ignore[arg-type]
-
-
-# APIs a client sends that the broker's `APIS` does not list until it serves them: the
-# transactional producer's requests (the transaction coordinator is built apart from the
-# client). The client speaks them from their schemas; once `APIS` lists one, `APIS` wins.
-CLIENT_ONLY_APIS: dict[int, Api] = {
-    api.key: api
-    for api in (
-        _client_only(m.AddPartitionsToTxnRequest, m.AddPartitionsToTxnResponse),
-        _client_only(m.AddOffsetsToTxnRequest, m.AddOffsetsToTxnResponse),
-        _client_only(m.EndTxnRequest, m.EndTxnResponse),
-        _client_only(m.TxnOffsetCommitRequest, m.TxnOffsetCommitResponse),
-    )
-}
-
-
-def client_api(api_key: int) -> Api | None:
-    return APIS.get(api_key) or CLIENT_ONLY_APIS.get(api_key)
-
-
-def encode_client_request(
-    api_key: int, version: int, correlation_id: int, client_id: str | None, body: Message
-) -> bytes:
-    """`protocol.api.encode_request`, also for the `CLIENT_ONLY_APIS` (header v2 when the
-    request's version is flexible, as Kafka's header rules say)."""
-    if api_key in APIS or api_key not in CLIENT_ONLY_APIS:
-        return encode_request(api_key, version, correlation_id, client_id, body)
-    out = bytearray(4)
-    header = RequestHeader(
-        request_api_key=api_key,
-        request_api_version=version,
-        correlation_id=correlation_id,
-        client_id=client_id,
-    )
-    encode_into(header, 2 if body.SCHEMA.is_flexible(version) else 1, out)
-    encode_into(body, version, out)
-    _SIZE.pack_into(out, 0, len(out) - 4)
-    return bytes(out)
-
-
 def our_versions(api_key: int) -> tuple[int, int]:
     """The version range this codebase speaks for an API (the codec's schemas)."""
-    api = client_api(api_key)
+    api = APIS.get(api_key)
     if api is None:
         raise IncompatibleBrokerError(api_key, None, (0, -1))
     return api.min_version, api.max_version
@@ -286,7 +242,7 @@ class BrokerConnection:
         if self._closed or self._writer is None:
             raise _as_connection_error(self, self.close_reason)
         correlation_id = next(self._ids) & 0x7FFFFFFF
-        data = encode_client_request(api_key, version, correlation_id, self.client_id, request)
+        data = encode_request(api_key, version, correlation_id, self.client_id, request)
         fut: asyncio.Future[Any] | None = None
         if expect_response:
             fut = asyncio.get_running_loop().create_future()
@@ -369,14 +325,10 @@ def negotiated_version(
 def decode_response_body(api_key: int, version: int, frame: bytes | memoryview) -> Any:
     """Decode a response frame's body. Bytes after the body are ignored, as Kafka's Java client
     and librdkafka do (librdkafka's mock, for one, ends Metadata responses with a spare byte)."""
-    api = client_api(api_key)
+    api = APIS.get(api_key)
     if api is None or not api.supports(version):
         raise UnsupportedVersionError(api_key, version)
-    if api_key in APIS:
-        header_version = response_header_version(api_key, version)
-    else:
-        header_version = 1 if api.response.SCHEMA.is_flexible(version) else 0
-    _, pos = decode_from(ResponseHeader, frame, header_version, 0)
+    _, pos = decode_from(ResponseHeader, frame, response_header_version(api_key, version), 0)
     body, _ = decode_from(api.response, frame, version, pos)
     return body
 

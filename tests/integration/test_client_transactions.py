@@ -1,20 +1,17 @@
-"""epochlog.client's transactional producer end to end, against librdkafka's mock cluster.
+"""epochlog.client's transactional producer end to end, against librdkafka's mock cluster and
+three epochlog brokers (the `bootstrap` fixture's two parameters; every test of that part takes
+only a bootstrap string).
 
-Every test takes a `bootstrap` string only, so the same tests can run against any cluster that
-serves transactions (epochlog's own once its transaction coordinator is wired). The mock (3
-brokers, topics auto-created with 4 partitions) is started once for the module from
-`/work/shared/tools/librdkafka_mock_cluster.py` and stopped by its pid.
-
-What the mock does not do, and so what is tested elsewhere: its Fetch responses list no aborted
-transactions (librdkafka's own read_committed consumer reads aborted records from it), so the
-read_committed filter runs against epochlog's brokers (`test_client_read_committed.py`); it
-hands out a new producer id on every InitProducerId instead of bumping the epoch, so fencing is
-covered by the state machine's unit tests; it answers TxnOffsetCommit without storing the
-offsets (confluent-kafka's own send_offsets_to_transaction leaves none committed there), so
-only that the offsets go through with the transaction is checked, not the committed offsets.
-Its control batches carry CRC 0, hence `check.crcs=false` in the consumers here (librdkafka's
-default too), and its group APIs take only the versions librdkafka's consumer sends
-(`MOCK_GROUP_VERSIONS`).
+The mock (3 brokers, topics auto-created with 4 partitions) is started once for the module from
+`/work/shared/tools/librdkafka_mock_cluster.py` and stopped by its pid; the epochlog brokers
+auto-create topics with 4 partitions too. What the mock does not do, and so what the tests at
+the end check on epochlog's brokers only: its Fetch responses list no aborted transactions
+(librdkafka's own read_committed consumer reads aborted records from it); it hands out a new
+producer id on every InitProducerId instead of bumping the epoch, so it fences nobody; it
+answers TxnOffsetCommit without storing the offsets (confluent-kafka's own
+send_offsets_to_transaction leaves none committed there). Its control batches carry CRC 0,
+hence `check.crcs=false` in the consumers here (librdkafka's default too), and its group APIs
+take only the versions librdkafka's consumer sends (`MOCK_GROUP_VERSIONS`).
 """
 
 from __future__ import annotations
@@ -34,6 +31,7 @@ import pytest
 
 from epochlog.client import (
     Consumer,
+    KafkaError,
     Producer,
     TopicPartition,
     TransactionAbortedError,
@@ -42,6 +40,9 @@ from epochlog.client import (
 )
 from epochlog.processes import spawn
 from epochlog.protocol.api import ApiKey
+from epochlog.protocol.errors import ErrorCode
+from epochlog.testing.cluster import LocalCluster
+from tests.integration.interop import wait_until_brokers_name_the_controller
 
 MOCK_TOOL = "/work/shared/tools/librdkafka_mock_cluster.py"
 PARTITIONS = 4  # the mock auto-creates topics with 4 partitions
@@ -55,8 +56,11 @@ CONSUMER_BASE = {"check.crcs": False, "auto.offset.reset": "earliest"}
 MOCK_GROUP_VERSIONS = {ApiKey.JOIN_GROUP: 5, ApiKey.SYNC_GROUP: 3}
 
 
-@pytest.fixture(scope="module")
-def bootstrap() -> Iterator[str]:
+@pytest.fixture(scope="module", params=["librdkafka-mock", "epochlog"])
+def bootstrap(request: pytest.FixtureRequest) -> Iterator[str]:
+    if request.param == "epochlog":
+        yield request.getfixturevalue("epochlog_servers")
+        return
     with pytest.MonkeyPatch.context() as patch:
         ours = connection.our_versions
 
@@ -66,6 +70,20 @@ def bootstrap() -> Iterator[str]:
 
         patch.setattr(connection, "our_versions", held)
         yield from mock_cluster()
+
+
+@pytest.fixture(scope="module")
+def epochlog_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Three epochlog brokers whose auto-created topics have the mock's 4 partitions."""
+    cluster = LocalCluster(
+        tmp_path_factory.mktemp("client-txn"), 3, broker_config={"num.partitions": PARTITIONS}
+    )
+    cluster.start()
+    try:
+        wait_until_brokers_name_the_controller([b.port for b in cluster.brokers.values()])
+        yield cluster.bootstrap_servers
+    finally:
+        cluster.close()
 
 
 def mock_cluster() -> Iterator[str]:
@@ -273,3 +291,102 @@ def test_the_consume_transform_produce_example_is_exactly_once(bootstrap: str) -
     values, consumer = read_values(bootstrap, sink, {w.upper() for w in words})
     consumer.close()
     assert sorted(values) == sorted(w.upper() for w in words)  # each exactly once
+
+
+# ---------------------------------------------------------------------------------------------
+# What the mock cannot show (see the module docstring), on epochlog's brokers.
+
+
+def test_a_read_committed_consumer_never_sees_an_aborted_transaction(
+    epochlog_servers: str,
+) -> None:
+    topic = unique("txn-aborted")
+    with transactional_producer(epochlog_servers) as producer:
+        producer.begin_transaction()
+        for i in range(3):
+            producer.send(topic, b"aborted-%d" % i, partition=0)
+        producer.flush()
+        producer.abort_transaction(timeout=DEADLINE_S)
+        producer.begin_transaction()
+        producer.send(topic, b"kept", partition=0)
+        producer.commit_transaction(timeout=DEADLINE_S)
+    values, consumer = read_values(epochlog_servers, topic, {b"kept"})
+    try:
+        assert values == [b"kept"]
+        assert consumer.position((topic, 0)) == 6  # 3 aborted, ABORT, kept, COMMIT
+    finally:
+        consumer.close()
+
+
+def test_offsets_sent_to_a_transaction_count_only_when_it_commits(epochlog_servers: str) -> None:
+    topic, group = unique("txn-offsets"), unique("group")
+    consumer = Consumer(
+        {
+            "bootstrap.servers": epochlog_servers,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            **CONSUMER_BASE,
+        }
+    )
+    tp = TopicPartition(topic, 0)
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + DEADLINE_S
+        while consumer.generation_id < 0 and time.monotonic() < deadline:
+            consumer.poll(0.2)
+        metadata = consumer.group_metadata()
+        with transactional_producer(epochlog_servers) as producer:
+            producer.begin_transaction()
+            producer.send(topic, b"x", partition=0)
+            producer.send_offsets_to_transaction({(topic, 0): 5}, metadata, timeout=DEADLINE_S)
+            producer.commit_transaction(timeout=DEADLINE_S)
+            assert consumer.committed([tp])[tp].offset == 5  # type: ignore[union-attr]
+            producer.begin_transaction()
+            producer.send(topic, b"y", partition=0)
+            producer.send_offsets_to_transaction({(topic, 0): 9}, metadata, timeout=DEADLINE_S)
+            producer.abort_transaction(timeout=DEADLINE_S)
+            assert consumer.committed([tp])[tp].offset == 5  # type: ignore[union-attr]
+    finally:
+        consumer.close()
+
+
+def test_a_second_producer_with_the_same_id_fences_the_first(epochlog_servers: str) -> None:
+    topic, txn_id = unique("txn-fence"), unique("tx")
+    config = {"bootstrap.servers": epochlog_servers, "transactional.id": txn_id}
+    with Producer(config) as zombie, Producer(config) as successor:
+        zombie.init_transactions(timeout=DEADLINE_S)
+        zombie.begin_transaction()
+        zombie.send(topic, b"zombie", partition=0).result(DEADLINE_S)
+        successor.init_transactions(timeout=DEADLINE_S)  # aborts the zombie's transaction
+        with pytest.raises(KafkaError) as fenced:
+            zombie.commit_transaction(timeout=DEADLINE_S)
+        assert fenced.value.code in (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH)
+        with pytest.raises(TransactionStateError, match="FATAL_ERROR"):
+            zombie.begin_transaction()
+        successor.begin_transaction()
+        successor.send(topic, b"successor", partition=0)
+        successor.commit_transaction(timeout=DEADLINE_S)
+    values, consumer = read_values(epochlog_servers, topic, {b"successor"})
+    consumer.close()
+    assert values == [b"successor"]
+
+
+def test_the_example_resumes_from_the_offsets_it_committed(epochlog_servers: str) -> None:
+    source, sink, group = unique("words"), unique("upper-words"), unique("upper")
+    words = [b"word-%d" % i for i in range(40)]
+    with Producer({"bootstrap.servers": epochlog_servers}) as producer:
+        for i, word in enumerate(words[:20]):
+            producer.send(source, word, partition=i % PARTITIONS)
+        producer.flush()
+    example = load_example()
+    assert example.run(epochlog_servers, source, sink, group, "up-1", stop_after_idle_polls=2) == 20
+    with Producer({"bootstrap.servers": epochlog_servers}) as producer:
+        for i, word in enumerate(words[20:]):
+            producer.send(source, word, partition=i % PARTITIONS)
+        producer.flush()
+    # a restart (same transactional id) reads on from the committed offsets: the second half
+    assert example.run(epochlog_servers, source, sink, group, "up-1", stop_after_idle_polls=2) == 20
+    values, consumer = read_values(epochlog_servers, sink, {w.upper() for w in words})
+    consumer.close()
+    assert sorted(values) == sorted(w.upper() for w in words)
