@@ -10,10 +10,11 @@ Layers, bottom up: `connection` (one broker connection: framing, pipelining, Api
 `connection_state` (sans-I/O reconnect backoff and node choice), `metadata` (sans-I/O cluster
 view), `network` (connections to all brokers, bootstrap, metadata refresh; `recovery` is where
 the rebootstrap decision plugs in), then `producer` (`partitioner`, `accumulator`,
-`idempotence`), `consumer` (`subscription`, `fetch_decoder`; in a group `consumer_coordinator`
-with `coordinator_connection`, `group_heartbeat` and `offset_committer`, deciding through the
-sans-I/O `membership`, `rebalance`, `group_subscription`, `assignors`, `group_requests` and
-`group_offsets`) and `admin`; `sync` holds the facades.
+`idempotence`; with a transactional.id the sans-I/O `transaction_manager` and its I/O,
+`transactional_sender`), `consumer` (`subscription`, `fetch_decoder`; in a group
+`consumer_coordinator` with `coordinator_connection`, `group_heartbeat` and `offset_committer`,
+deciding through the sans-I/O `membership`, `rebalance`, `group_subscription`, `assignors`,
+`group_requests` and `group_offsets`) and `admin`; `sync` holds the facades.
 """
 
 import importlib
@@ -46,12 +47,16 @@ if TYPE_CHECKING:
         GroupListing,
         MemberDescription,
     )
-    from epochlog.client.group_offsets import OffsetAndMetadata
+    from epochlog.client.group_offsets import ConsumerGroupMetadata, OffsetAndMetadata
     from epochlog.client.list_offsets import OffsetAndTimestamp
     from epochlog.client.metadata import BrokerNode, ClusterMetadata, PartitionInfo, TopicPartition
     from epochlog.client.partitioner import murmur2, partition_for_key
     from epochlog.client.producer import AsyncProducer, RecordMetadata
     from epochlog.client.sync import Admin, Consumer, Producer
+    from epochlog.client.transaction_manager import (
+        TransactionAbortedError,
+        TransactionStateError,
+    )
     from epochlog.protocol.messages.pin_controller import PinState, PinStatus
 
 # Names are imported on first use (PEP 562), so importing one submodule (say
@@ -72,6 +77,7 @@ _EXPORTS: dict[str, str] = {
     "ConfigError": "epochlog.client.errors",
     "ConnectionFailedError": "epochlog.client.errors",
     "Consumer": "epochlog.client.sync",
+    "ConsumerGroupMetadata": "epochlog.client.group_offsets",
     "ConsumerRecord": "epochlog.client.fetch_decoder",
     "DeletedRecords": "epochlog.client.admin_partitions",
     "DeliveryTimeoutError": "epochlog.client.errors",
@@ -99,6 +105,8 @@ _EXPORTS: dict[str, str] = {
     "Role": "epochlog.client.config",
     "TopicDescription": "epochlog.client.admin",
     "TopicPartition": "epochlog.client.metadata",
+    "TransactionAbortedError": "epochlog.client.transaction_manager",
+    "TransactionStateError": "epochlog.client.transaction_manager",
     "load_config": "epochlog.client.config",
     "murmur2": "epochlog.client.partitioner",
     "partition_for_key": "epochlog.client.partitioner",
@@ -133,6 +141,7 @@ __all__ = [
     "ConfigError",
     "ConnectionFailedError",
     "Consumer",
+    "ConsumerGroupMetadata",
     "ConsumerRecord",
     "DeletedRecords",
     "DeliveryTimeoutError",
@@ -160,6 +169,8 @@ __all__ = [
     "Role",
     "TopicDescription",
     "TopicPartition",
+    "TransactionAbortedError",
+    "TransactionStateError",
     "load_config",
     "murmur2",
     "partition_for_key",

@@ -38,9 +38,11 @@ from epochlog.client.batch_builder import ProducerBatchBuilder
 from epochlog.client.metadata import TopicPartition
 from epochlog.protocol.compression import Compression
 from epochlog.protocol.records import (
+    ATTRIBUTES_OFFSET,
     BATCH_HEADER_SIZE,
     CRC_OFFSET,
     NO_SEQUENCE,
+    TRANSACTIONAL_MASK,
     Header,
     batch_crc,
     decode_batch,
@@ -51,6 +53,7 @@ from epochlog.protocol.varint import encode_varint
 _PRODUCER_FIELDS = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence at byte 43
 _PRODUCER_FIELDS_OFFSET = 43
 _CRC = struct.Struct(">I")
+_ATTRIBUTES = struct.Struct(">h")
 _BATCH_ORDER = itertools.count()
 _NULL = b"\x01"  # varint -1: a null key or value
 _EMPTY = b""
@@ -76,6 +79,7 @@ class ProducerBatch:
         self.producer_epoch = -1
         self.base_sequence = NO_SEQUENCE
         self.sequence_generation = -1  # which producer id the sequence belongs to (idempotence)
+        self.transactional = False  # stamped with the transactional attribute bit
 
     def __repr__(self) -> str:
         return (
@@ -194,13 +198,17 @@ class ProducerBatch:
             self.builder = None
 
     def stamp(self, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
-        """Write producer id, epoch and base sequence into the built batch; fix its CRC."""
+        """Write producer id, epoch and base sequence (and the transactional bit, for a
+        transactional batch) into the built batch; fix its CRC."""
         self.close()
         assert self.data is not None
         buf = bytearray(self.data)
         _PRODUCER_FIELDS.pack_into(
             buf, _PRODUCER_FIELDS_OFFSET, producer_id, producer_epoch, base_sequence
         )
+        if self.transactional:
+            (attributes,) = _ATTRIBUTES.unpack_from(buf, ATTRIBUTES_OFFSET)
+            _ATTRIBUTES.pack_into(buf, ATTRIBUTES_OFFSET, attributes | TRANSACTIONAL_MASK)
         _CRC.pack_into(buf, CRC_OFFSET, batch_crc(buf, 0, len(buf)))
         self.data = bytes(buf)
         self.producer_id, self.producer_epoch, self.base_sequence = (

@@ -8,8 +8,9 @@ be given as Python values or as the strings a properties file would hold (`"10"`
 
 What is an error, always naming the key: a key no client knows; a key of another role (a consumer
 key given to a producer); a value of the wrong type, out of range, or not one of an enum's values;
-and a combination Kafka refuses (`enable.idempotence=true` set explicitly together with `acks` other
-than `all`, `retries=0`, or more than 5 requests in flight). As in Kafka, idempotence that is only
+and a combination Kafka refuses (`enable.idempotence=true` set explicitly, or a `transactional.id`,
+together with `acks` other than `all`, `retries=0`, or more than 5 requests in flight; a
+`transactional.id` with `enable.idempotence=false`). As in Kafka, idempotence that is only
 on by default is turned off quietly by such settings, and `delivery.timeout.ms` left at its default
 is raised to `linger.ms + request.timeout.ms` if needed.
 """
@@ -94,6 +95,9 @@ SETTINGS: dict[str, Setting] = {
         Setting("buffer.memory", "int", 33554432, P),
         Setting("max.block.ms", "int", 60000, P),
         Setting("partitioner.ignore.keys", "bool", False, P),
+        # "" means none (Java's null): a transactional producer when set
+        Setting("transactional.id", "str", "", P),
+        Setting("transaction.timeout.ms", "int", 60000, P, low=1, high=INT32_MAX),
         # ---- consumer
         Setting("fetch.min.bytes", "int", 1, C, high=INT32_MAX),
         Setting("fetch.max.wait.ms", "int", 500, C, high=INT32_MAX),
@@ -291,6 +295,15 @@ def _check_combinations(role: Role, values: dict[str, Any], explicit: frozenset[
         conflicts.append(("retries", "must be above 0"))
     if values["max.in.flight.requests.per.connection"] > 5:
         conflicts.append(("max.in.flight.requests.per.connection", "must be at most 5"))
+    if values["transactional.id"]:
+        # Kafka: a transactional producer is idempotent; no setting may turn that off
+        if not values["enable.idempotence"]:
+            raise ConfigError(
+                "enable.idempotence", "must be true for a transactional producer (transactional.id)"
+            )
+        if conflicts:
+            key, need = conflicts[0]
+            raise ConfigError(key, f"{need} for a transactional producer (transactional.id)")
     if conflicts and values["enable.idempotence"]:
         if "enable.idempotence" in explicit:
             key, need = conflicts[0]

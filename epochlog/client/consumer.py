@@ -50,7 +50,7 @@ from epochlog.client.errors import (
     OffsetOutOfRangeError,
 )
 from epochlog.client.fetch_decoder import ConsumerRecord, decode_partition_records
-from epochlog.client.group_offsets import OffsetAndMetadata
+from epochlog.client.group_offsets import ConsumerGroupMetadata, OffsetAndMetadata
 from epochlog.client.list_offsets import OffsetAndTimestamp, list_offsets
 from epochlog.client.metadata import ZERO_UUID, TopicPartition
 from epochlog.client.network import NetworkClient
@@ -93,6 +93,7 @@ class AsyncConsumer:
         self._net = NetworkClient(c, allow_auto_topic_creation=c["allow.auto.create.topics"])
         self._subs = SubscriptionState(c["auto.offset.reset"])
         self._read_committed = c["isolation.level"] == "read_committed"
+        self._check_crcs: bool = c["check.crcs"]
         self._retry_backoff_ms: int = c["retry.backoff.ms"]
         self._default_timeout_ms: int = c["default.api.timeout.ms"]
         self._buffer: deque[_Buffered] = deque()
@@ -217,6 +218,19 @@ class AsyncConsumer:
     @property
     def generation_id(self) -> int:
         return self._group.membership.generation_id if self._group is not None else -1
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The consumer's group, generation and member id now, for a transactional producer's
+        `send_offsets_to_transaction` (Kafka's groupMetadata())."""
+        if self._group is None:
+            raise ClientError("group_metadata() needs a consumer with a group.id")
+        member = self._group.membership
+        return ConsumerGroupMetadata(
+            self._group.group_id,
+            member.generation_id,
+            member.member_id,
+            member.group_instance_id,
+        )
 
     async def _on_rebalance(self, kind: str, partitions: list[TopicPartition]) -> None:
         callback = self._callbacks.get(kind)
@@ -575,6 +589,7 @@ class AsyncConsumer:
             offset,
             read_committed=self._read_committed,
             aborted=aborted,
+            check_crcs=self._check_crcs,
         )
         if decoded.records:
             state.buffered = True

@@ -1,5 +1,6 @@
-"""The consumer's way to its group coordinator: found by FindCoordinator, reached over a connection
-of its own.
+"""The consumer's way to its group coordinator (and the transactional producer's to its
+transaction coordinator, `key_type` 1): found by FindCoordinator, reached over a connection of
+its own.
 
 FindCoordinator goes to the least loaded broker (one key, batched from v4 as the admin client
 sends it). The connection to the coordinator is not the one fetches use (Java's separate
@@ -19,7 +20,7 @@ from epochlog.aio import wait_for
 from epochlog.client.config import ClientConfig
 from epochlog.client.connection import BrokerConnection
 from epochlog.client.errors import ClientError, KafkaError
-from epochlog.client.group_admin_protocol import find_coordinator_requests
+from epochlog.client.group_admin_protocol import GROUP_KEY_TYPE, find_coordinator_requests
 from epochlog.client.network import NetworkClient
 from epochlog.protocol.api import ApiKey
 from epochlog.protocol.errors import ErrorCode
@@ -40,8 +41,10 @@ class CoordinatorConnection:
         net: NetworkClient,
         on_found: Callable[[], None],
         on_lost: Callable[[], None],
+        key_type: int = GROUP_KEY_TYPE,
     ) -> None:
         self.group_id = group_id
+        self.key_type = key_type
         self._net = net
         self._on_found = on_found
         self._on_lost = on_lost
@@ -52,6 +55,7 @@ class CoordinatorConnection:
         self._address: tuple[str, int] | None = None
         self._conn: BrokerConnection | None = None
         self.find_backoff_until_ms = 0.0
+        self.find_error: ErrorCode | None = None  # the last FindCoordinator's error, if any
 
     @property
     def known(self) -> bool:
@@ -66,7 +70,7 @@ class CoordinatorConnection:
         try:
             conn = await self._net.least_loaded_connection(self._request_timeout_ms)
             version = conn.version_for(ApiKey.FIND_COORDINATOR)
-            (request,) = find_coordinator_requests([self.group_id], version)
+            (request,) = find_coordinator_requests([self.group_id], version, self.key_type)
             response = await conn.send(request, api_key=ApiKey.FIND_COORDINATOR, version=version)
         except ClientError as exc:
             log.debug("group %s: FindCoordinator failed: %s", self.group_id, exc)
@@ -74,6 +78,7 @@ class CoordinatorConnection:
             return
         found = response.coordinators[0] if version >= 4 else response
         code = ErrorCode.of(found.error_code)
+        self.find_error = None if code is ErrorCode.NONE else code
         if code is not ErrorCode.NONE:
             log.debug("group %s: FindCoordinator: %s", self.group_id, code.name)
             self.find_backoff_until_ms = self._net.now_ms() + self._backoff_ms

@@ -76,8 +76,10 @@ def decode_partition_records(
     *,
     read_committed: bool = False,
     aborted: Sequence[tuple[int, int]] = (),
+    check_crcs: bool = True,
 ) -> DecodedPartition:
-    """`aborted` is the response's (producer id, first offset) pairs."""
+    """`aborted` is the response's (producer id, first offset) pairs; `check_crcs` is the
+    consumer's check.crcs (librdkafka's mock cluster writes control batches with CRC 0)."""
     if not data:
         return DecodedPartition([], fetch_offset, -1)
 
@@ -108,7 +110,7 @@ def decode_partition_records(
 
         return make
 
-    batches = decode_batches(data, maker)
+    batches = decode_batches(data, maker, check_crcs)
     transactions = TransactionFilter(read_committed, aborted)
     out: list[ConsumerRecord] = []
     next_offset = fetch_offset

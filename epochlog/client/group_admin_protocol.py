@@ -30,7 +30,8 @@ from epochlog.protocol.consumer_protocol import PROTOCOL_TYPE as CONSUMER_PROTOC
 from epochlog.protocol.consumer_protocol import decode_assignment
 from epochlog.protocol.errors import DecodeError, ErrorCode
 
-GROUP_KEY_TYPE = 0  # FindCoordinator KeyType: a group (1 is a transactional id)
+GROUP_KEY_TYPE = 0  # FindCoordinator KeyType: a group
+TRANSACTION_KEY_TYPE = 1  # FindCoordinator KeyType: a transactional id
 FIRST_BATCHED_FIND_COORDINATOR = 4  # KIP-699
 FIRST_STATES_FILTER_LIST_GROUPS = 4  # KIP-518
 FIRST_MULTI_GROUP_OFFSET_FETCH = 8  # KIP-709
@@ -121,12 +122,14 @@ class CoordinatorAnswer:
 # ------------------------------------------------------------------------------------ requests
 
 
-def find_coordinator_requests(groups: list[str], version: int) -> list[Any]:
-    """One batched request from v4, else one per group."""
+def find_coordinator_requests(
+    groups: list[str], version: int, key_type: int = GROUP_KEY_TYPE
+) -> list[Any]:
+    """One batched request from v4, else one per group (or transactional id, key_type 1)."""
     R = m.FindCoordinatorRequest
     if version >= FIRST_BATCHED_FIND_COORDINATOR:
-        return [R(key_type=GROUP_KEY_TYPE, coordinator_keys=list(groups))]
-    return [R(key=g, key_type=GROUP_KEY_TYPE) for g in groups]
+        return [R(key_type=key_type, coordinator_keys=list(groups))]
+    return [R(key=g, key_type=key_type) for g in groups]
 
 
 def read_find_coordinator(

@@ -30,6 +30,17 @@ class OffsetAndMetadata:
     leader_epoch: int = -1
 
 
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMetadata:
+    """A consumer's place in its group, as a transactional producer's TxnOffsetCommit carries
+    it (Kafka's ConsumerGroupMetadata): a member of an older generation is refused."""
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+
+
 def offset_commit_request(
     version: int,
     group_id: str,

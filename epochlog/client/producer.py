@@ -35,7 +35,7 @@ from time import time_ns
 from typing import Any, NamedTuple
 
 from epochlog.aio import wait_for
-from epochlog.client.accumulator import OrderingGate, ProducerBatch, RecordAccumulator
+from epochlog.client.accumulator import DrainGate, OrderingGate, ProducerBatch, RecordAccumulator
 from epochlog.client.config import Role, load_config
 from epochlog.client.delivery import DeliveryFuture, complete_all, complete_batch
 from epochlog.client.errors import (
@@ -55,6 +55,10 @@ from epochlog.client.idempotence import (
 from epochlog.client.metadata import TopicPartition
 from epochlog.client.network import NetworkClient
 from epochlog.client.partitioner import StickyPartitioner, murmur2
+from epochlog.client.transaction_manager import (
+    TransactionManager,
+)
+from epochlog.client.transactional_sender import TransactionalSender, TransactionCalls
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import ApiKey
 from epochlog.protocol.compression import Compression
@@ -145,8 +149,9 @@ def check_record_size(
         )
 
 
-class AsyncProducer:
-    """An asyncio Kafka producer; see the module docstring. Use `async with` or `close()`."""
+class AsyncProducer(TransactionCalls):
+    """An asyncio Kafka producer; see the module docstring. Use `async with` or `close()`.
+    The transaction calls (`init_transactions`, ...) come from `TransactionCalls`."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         self.config = load_config(Role.PRODUCER, config)
@@ -169,8 +174,20 @@ class AsyncProducer:
             retry_backoff_ms=c["retry.backoff.ms"],
             on_batch_closed=self._batch_closed,
         )
-        self._idem = IdempotenceManager() if c["enable.idempotence"] else None
-        self._gate = self._idem or OrderingGate(guarantee_order=self._max_in_flight == 1)
+        self._transactional_id: str | None = c["transactional.id"] or None
+        self._txn: TransactionManager | None = None
+        self._txn_sender: TransactionalSender | None = None
+        self._gate: DrainGate
+        if self._transactional_id is not None:
+            self._txn = TransactionManager(self._transactional_id, c["transaction.timeout.ms"])
+            self._idem: IdempotenceManager | None = self._txn.sequences
+            self._gate = self._txn
+            self._txn_sender = TransactionalSender(
+                self._txn, c, self._net, self._fail_queued, self._wake_sender
+            )
+        else:
+            self._idem = IdempotenceManager() if c["enable.idempotence"] else None
+            self._gate = self._idem or OrderingGate(guarantee_order=self._max_in_flight == 1)
         self._in_flight: dict[int, int] = {}
         self._incomplete: set[ProducerBatch] = set()
         self._wakeup = asyncio.Event()
@@ -348,6 +365,8 @@ class AsyncProducer:
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                 f"partition {partition} of {topic!r}, which has partitions 0-{count - 1}",
             )
+        if self._txn is not None and self._txn.add_partition(state.tps[partition]):
+            self._wakeup.set()  # the sender adds it to the transaction
         if timestamp is None:
             timestamp = time_ns() // 1_000_000
         batch = state.open[partition]
@@ -412,6 +431,20 @@ class AsyncProducer:
         finally:
             self._acc.end_flush()
 
+    def _wake_sender(self) -> None:
+        self._wakeup.set()
+
+    def _fail_queued(self, error: Exception) -> None:
+        """The transaction cannot commit: its records not yet sent fail now. A batch that was
+        sent before (queued again for a retry) may or may not be in the log: its sequence is
+        lost, so the abort must bump the epoch (KIP-360)."""
+        for batch in self._acc.abort_all():
+            if batch.has_sequence and self._idem is not None:
+                self._idem.request_reset()
+            self._fail(batch, error)
+        for state in self._topic_states.values():
+            state.open = [None] * state.count
+
     async def close(self, timeout: float | None = None) -> None:
         """Flush (up to `timeout` seconds; None waits), then stop. Records still queued after
         the timeout fail with ClientClosedError."""
@@ -429,6 +462,8 @@ class AsyncProducer:
                 self._wakeup.set()
                 self._sender.cancel()
                 await asyncio.gather(self._sender, return_exceptions=True)
+            if self._txn_sender is not None:
+                await self._txn_sender.close()
             await self._net.close()
 
     # ---------------------------------------------------------------- the sender
@@ -436,7 +471,7 @@ class AsyncProducer:
     def _cluster_changed(self, old: str | None, new: str | None) -> None:
         """Metadata now names another cluster (after a rebootstrap or a proxy's switch): our
         producer id and sequences mean nothing there, so take a new id before sending more."""
-        if self._idem is not None:
+        if self._idem is not None and self._txn is None:  # a transaction's coordinator decides
             self._idem.request_reset()
         self._wakeup.set()
 
@@ -474,15 +509,21 @@ class AsyncProducer:
         """One pass of the sender; returns how long it may sleep (ms) absent a wakeup."""
         now = self._now()
         for batch in self._acc.expire(now, self._delivery_timeout_ms):
-            self._fail(
-                batch,
-                DeliveryTimeoutError(
-                    f"{batch.record_count} records for {batch.tp} not acknowledged within "
-                    f"delivery.timeout.ms={self._delivery_timeout_ms}"
-                ),
+            expired = DeliveryTimeoutError(
+                f"{batch.record_count} records for {batch.tp} not acknowledged within "
+                f"delivery.timeout.ms={self._delivery_timeout_ms}"
             )
+            if self._txn is not None:
+                self._txn.on_batch_failed(batch, ErrorCode.REQUEST_TIMED_OUT, expired)
+            self._fail(batch, expired)
             if self._idem is not None and batch.has_sequence:
                 self._idem.request_reset()
+        if self._txn_sender is not None:
+            txn_wait = self._txn_sender.poll(now, bool(self._incomplete))
+            if not self._txn.in_transaction:  # type: ignore[union-attr]
+                return 1000.0 if txn_wait is None else txn_wait
+            wait_ms = self._send_ready(now)
+            return wait_ms if txn_wait is None else min(wait_ms, txn_wait)
         if self._idem is not None and not self._idem.has_producer_id:
             # at once, as Kafka's producer does, not when the first batch is ready
             if any(self._in_flight.values()) or self._fatal:
@@ -581,7 +622,7 @@ class AsyncProducer:
                 m.ProduceRequest.PartitionProduceData(index=b.tp.partition, records=b.data)
             )
         request = m.ProduceRequest(
-            transactional_id=None,
+            transactional_id=self._transactional_id,
             acks=self._acks,
             timeout_ms=self._request_timeout_ms,
             topic_data=[
@@ -658,6 +699,9 @@ class AsyncProducer:
         )
         if self._idem is not None:
             verdict = self._idem.decide(batch, error, may_retry)
+            if self._txn is not None and verdict.reset_producer_id:
+                # a lost sequence inside a transaction: no quiet new id; the abort bumps it
+                verdict = Verdict(Action.FAIL, reset_producer_id=True)
             self._idem.resolve(batch, verdict)
         else:
             verdict = decide_without_idempotence(error, may_retry)
@@ -674,7 +718,10 @@ class AsyncProducer:
                 exc = MessageTooLargeError(f"{batch.tp}: broker refused the batch: {exc}")
             elif error.retriable and now - batch.created_ms >= self._delivery_timeout_ms:
                 exc = DeliveryTimeoutError(f"{batch.tp}: gave up after delivery.timeout.ms: {exc}")
-            self._fail(batch, exc or KafkaError(error, f"produce to {batch.tp}"))
+            exc = exc or KafkaError(error, f"produce to {batch.tp}")
+            if self._txn is not None:
+                self._txn.on_batch_failed(batch, error, exc)
+            self._fail(batch, exc)
 
     def _split(self, batch: ProducerBatch, now: float) -> None:
         """The broker refused a batch of several records as too large: retry its records in two

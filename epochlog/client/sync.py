@@ -47,7 +47,7 @@ from epochlog.client.delivery import DeliveryFuture
 from epochlog.client.errors import ClientClosedError, KafkaError
 from epochlog.client.fetch_decoder import ConsumerRecord
 from epochlog.client.group_admin_protocol import GroupDescription, GroupListing
-from epochlog.client.group_offsets import OffsetAndMetadata
+from epochlog.client.group_offsets import ConsumerGroupMetadata, OffsetAndMetadata
 from epochlog.client.metadata import TopicPartition
 from epochlog.client.producer import (
     AsyncProducer,
@@ -127,6 +127,7 @@ class Producer:
         # key + value sizes below this cannot exceed max.request.size (see check_record_size)
         self._plain_room = self._max_request_size - BATCH_HEADER_SIZE - 26
         self._acc = self._producer._acc
+        self._txn = self._producer._txn
         self._closed = False
         self._handoff: collections.deque[Any] = collections.deque()
         self._handoff_scheduled = False
@@ -167,6 +168,8 @@ class Producer:
         `on_delivery(metadata, error)` runs on the loop thread too."""
         if self._closed:
             raise ClientClosedError("producer is closed")
+        if self._txn is not None:
+            self._txn.check_send()
         if type(value) is bytes and (key is None or type(key) is bytes) and not headers:
             # the common case, checked inline: bytes in, no headers, far below the size limit
             if len(value) + (len(key) if key else 0) > self._plain_room:
@@ -295,6 +298,41 @@ class Producer:
     def partitions_for(self, topic: str) -> list[int]:
         return self._thread.run(self._producer.partitions_for(topic))
 
+    # Transactions (`AsyncProducer`'s): the records handed to the loop are appended first, so
+    # a commit covers every send made before it and an abort every send it should drop.
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        self._thread.run(self._producer.init_transactions(timeout))
+
+    def begin_transaction(self) -> None:
+        self._thread.call(self._producer.begin_transaction)
+
+    def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[tuple[str, int], int | OffsetAndMetadata],
+        group_metadata: ConsumerGroupMetadata,
+        timeout: float | None = None,
+    ) -> None:
+        async def send_offsets() -> None:
+            await self._settle_sends()
+            await self._producer.send_offsets_to_transaction(offsets, group_metadata, timeout)
+
+        self._thread.run(send_offsets())
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        async def commit() -> None:
+            await self._settle_sends()
+            await self._producer.commit_transaction(timeout)
+
+        self._thread.run(commit())
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        async def abort() -> None:
+            await self._settle_sends()
+            await self._producer.abort_transaction(timeout)
+
+        self._thread.run(abort())
+
     def close(self, timeout: float | None = None) -> None:
         if self._thread.loop.is_closed():
             return
@@ -345,6 +383,9 @@ class Consumer:
     @property
     def generation_id(self) -> int:
         return self._consumer.generation_id
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        return self._thread.call(self._consumer.group_metadata)
 
     def __enter__(self) -> Consumer:
         return self

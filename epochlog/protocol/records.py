@@ -493,11 +493,14 @@ def decode_batch(
     buf: bytes | bytearray | memoryview,
     pos: int = 0,
     maker: Callable[[BatchHeader], RecordMaker] | None = None,
+    verify: bool = True,
 ) -> RecordBatch:
-    """Verify and decode the batch at `pos`, decompressing as its attributes say; `maker(header)`
-    gives the batch's record constructor (see `decode_records`)."""
+    """Verify (unless `verify` is false: a consumer's check.crcs=false) and decode the batch at
+    `pos`, decompressing as its attributes say; `maker(header)` gives the batch's record
+    constructor (see `decode_records`)."""
     header = parse_batch_header(buf, pos)
-    verify_batch(buf, pos, header)
+    if verify:
+        verify_batch(buf, pos, header)
     payload = bytes(memoryview(buf)[pos + BATCH_HEADER_SIZE : pos + header.size])
     if header.compression is not Compression.NONE:
         try:
@@ -521,6 +524,7 @@ def decode_batch(
 def decode_batches(
     buf: bytes | bytearray | memoryview,
     maker: Callable[[BatchHeader], RecordMaker] | None = None,
+    verify: bool = True,
 ) -> list[RecordBatch]:
     """Decode every whole batch in `buf`. A partial batch at the end is ignored, as Kafka's
     clients do with a fetch response cut at max bytes."""
@@ -531,7 +535,7 @@ def decode_batches(
         _, length = read_offset_and_length(buf, pos)
         if end - pos < length + LOG_OVERHEAD:
             break
-        batches.append(decode_batch(buf, pos, maker))
+        batches.append(decode_batch(buf, pos, maker, verify))
         pos += length + LOG_OVERHEAD
     return batches
 

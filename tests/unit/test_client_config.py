@@ -137,7 +137,7 @@ BOOT = {"bootstrap.servers": "h:9092"}
 
 
 def test_group_settings_have_javas_defaults() -> None:
-    c = load_config(Role.CONSUMER, {**BOOT, "group.id": "g"})
+    c = load_config(Role.CONSUMER, {**BS, "group.id": "g"})
     assert c["partition.assignment.strategy"] == ("range", "cooperative-sticky")
     assert (c["session.timeout.ms"], c["heartbeat.interval.ms"]) == (45000, 3000)
     assert (c["max.poll.interval.ms"], c["auto.commit.interval.ms"]) == (300000, 5000)
@@ -148,7 +148,7 @@ def test_assignors_take_kafkas_names_and_class_names() -> None:
     c = load_config(
         Role.CONSUMER,
         {
-            **BOOT,
+            **BS,
             "group.id": "g",
             "partition.assignment.strategy": "cooperative-sticky, "
             "org.apache.kafka.clients.consumer.RangeAssignor",
@@ -156,18 +156,38 @@ def test_assignors_take_kafkas_names_and_class_names() -> None:
     )
     assert c["partition.assignment.strategy"] == ("cooperative-sticky", "range")
     with pytest.raises(ConfigError, match="partition.assignment.strategy.*unknown assignor 'x'"):
-        load_config(Role.CONSUMER, {**BOOT, "partition.assignment.strategy": "range,x"})
+        load_config(Role.CONSUMER, {**BS, "partition.assignment.strategy": "range,x"})
 
 
 def test_group_settings_are_checked_as_kafka_checks_them() -> None:
     with pytest.raises(ConfigError, match="heartbeat.interval.ms"):
         load_config(
-            Role.CONSUMER, {**BOOT, "session.timeout.ms": 3000, "heartbeat.interval.ms": 3000}
+            Role.CONSUMER, {**BS, "session.timeout.ms": 3000, "heartbeat.interval.ms": 3000}
         )
     with pytest.raises(ConfigError, match="enable.auto.commit"):
-        load_config(Role.CONSUMER, {**BOOT, "enable.auto.commit": True})
+        load_config(Role.CONSUMER, {**BS, "enable.auto.commit": True})
     with pytest.raises(ConfigError, match="group.instance.id"):
-        load_config(Role.CONSUMER, {**BOOT, "group.instance.id": "i"})
+        load_config(Role.CONSUMER, {**BS, "group.instance.id": "i"})
     assert load_config(Role.CONSUMER, BOOT)["enable.auto.commit"] is False  # no group, no commits
     with pytest.raises(ConfigError, match="group.id.*not valid for a producer"):
-        load_config(Role.PRODUCER, {**BOOT, "group.id": "g"})
+        load_config(Role.PRODUCER, {**BS, "group.id": "g"})
+
+
+def test_a_transactional_producer_is_idempotent_and_refuses_settings_that_are_not() -> None:
+    c = load_config(
+        Role.PRODUCER, {**BS, "transactional.id": "tx", "transaction.timeout.ms": "900"}
+    )
+    assert (c["transactional.id"], c["transaction.timeout.ms"]) == ("tx", 900)
+    assert c["enable.idempotence"] is True
+    assert load_config(Role.PRODUCER, BOOT)["transactional.id"] == ""  # none by default
+    for extra, key in (
+        ({"enable.idempotence": False}, "enable.idempotence"),
+        ({"acks": 1}, "acks"),  # idempotence only on by default: still refused
+        ({"retries": 0}, "retries"),
+    ):
+        with pytest.raises(ConfigError, match=f"{key}.*transactional producer"):
+            load_config(Role.PRODUCER, {**BS, "transactional.id": "tx", **extra})
+    with pytest.raises(ConfigError, match="transaction.timeout.ms"):
+        load_config(Role.PRODUCER, {**BS, "transaction.timeout.ms": 0})
+    with pytest.raises(ConfigError, match="transactional.id.*not valid for a consumer"):
+        load_config(Role.CONSUMER, {**BS, "transactional.id": "tx"})

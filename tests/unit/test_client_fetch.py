@@ -10,6 +10,7 @@ from epochlog.client.fetch_decoder import decode_partition_records
 from epochlog.client.metadata import TopicPartition
 from epochlog.client.subscription import EARLIEST, LATEST, SubscriptionState
 from epochlog.protocol.compression import Compression
+from epochlog.protocol.errors import CorruptRecordError
 from epochlog.protocol.records import (
     ATTRIBUTES_OFFSET,
     CONTROL_MASK,
@@ -137,3 +138,38 @@ def test_reassigning_keeps_positions_of_kept_partitions() -> None:
     assert s.assignment() == {TP, TopicPartition("u", 0)}
     with pytest.raises(KeyError, match="t-1 is not assigned"):
         s.position(("t", 1))
+
+
+def test_read_committed_follows_each_producer_from_its_first_offset_to_its_abort_marker() -> None:
+    # pid 1 aborts twice (offsets 0-1, then 6), commits in between (3); pid 2 commits across
+    data = batch(0, 2, pid=1, txn=True) + marker(2, 1, False) + batch(3, 1, pid=1, txn=True)
+    data += batch(4, 1, pid=2, txn=True) + marker(5, 1, True) + batch(6, 1, pid=1, txn=True)
+    data += batch(7, 1, pid=2, txn=True) + marker(8, 1, False) + marker(9, 2, True)
+    data += batch(10, 1)  # not transactional: always read
+    aborted = [(1, 6), (1, 0)]  # the broker's order is not relied upon
+    out = decode_partition_records("t", 0, data, 0, read_committed=True, aborted=aborted)
+    assert [r.offset for r in out.records] == [3, 4, 7, 10]
+    assert out.next_offset == 11  # past the markers
+
+
+def test_read_committed_from_inside_an_aborted_transaction_drops_its_rest() -> None:
+    # the fetch starts at 1, after the transaction's first offset (0), which is not fetched
+    data = batch(1, 2, pid=5, txn=True) + marker(3, 5, False) + batch(4, 1, pid=5, txn=True)
+    out = decode_partition_records("t", 0, data, 1, read_committed=True, aborted=[(5, 0)])
+    assert [r.offset for r in out.records] == [4]
+
+
+def test_only_control_batches_move_the_position_past_them() -> None:
+    data = marker(3, 1, False) + marker(4, 2, True)
+    out = decode_partition_records("t", 0, data, 3, read_committed=True, aborted=[(1, 0)])
+    assert out.records == [] and out.next_offset == 5
+
+
+def test_check_crcs_off_reads_a_batch_whose_crc_is_wrong() -> None:
+    # librdkafka's mock cluster writes its control batches with CRC 0
+    bad = bytearray(marker(0, 1, True) + batch(1, 1))
+    struct.pack_into(">I", bad, CRC_OFFSET, 0)
+    with pytest.raises(CorruptRecordError, match="CRC"):
+        decode_partition_records("t", 0, bytes(bad), 0)
+    out = decode_partition_records("t", 0, bytes(bad), 0, check_crcs=False)
+    assert [r.offset for r in out.records] == [1] and out.next_offset == 2
