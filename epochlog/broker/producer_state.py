@@ -34,6 +34,9 @@ partition's LSO is min(that, HW). Every abort yields an `AbortedTxn` (the entry 
 `.txnindex`: producer id, first offset, marker offset, and the LSO when it was written), which
 the caller indexes in the log (`storage/txn_index.py`) for read_committed fetches. `rebuild`
 replays markers too (the caller reads each control batch's marker) and returns the aborts it met.
+KIP-890: `start_verification` gives the guard of a leader's question to the coordinator; a
+marker (or the producer's transaction opening) clears it, and `verification_holds` says whether
+a confirmed write may still open the transaction (Kafka's VerificationGuard).
 
 Snapshots (Kafka's `.snapshot`, `storage/producer_snapshot.py`): `snapshot_entries` gives each
 producer's epoch, last batch, coordinator epoch and open transaction; `rebuild` can start from
