@@ -4,6 +4,8 @@ clears between the question and the append."""
 
 from __future__ import annotations
 
+import pytest
+
 from epochlog.broker.producer_state import ProducerStateManager
 from epochlog.broker.txn_verification import (
     plan_verification,
@@ -11,6 +13,8 @@ from epochlog.broker.txn_verification import (
     verification_errors,
     verify_request_body,
 )
+from epochlog.config.broker import BrokerConfig
+from epochlog.config.dynamic import BrokerLayers, ConfigChange, ConfigRequestError, broker_alter
 from epochlog.protocol import messages as m
 from epochlog.protocol.control_records import ControlType, EndTxnMarker
 from epochlog.protocol.errors import ErrorCode as E
@@ -131,3 +135,27 @@ def test_a_marker_between_question_and_append_voids_the_verification() -> None:
     assert state.verification_holds(7, fresh)
     state.record(7, 0, 1, 1, 2, 2, 3, is_transactional=True)  # the verified write opens it
     assert state.has_open_transaction(7)
+
+
+def test_the_switch_is_a_dynamic_broker_config_defaulting_to_on() -> None:
+    static = BrokerConfig({"broker.id": 1, "zookeeper.connect": "zk:2181"})
+    assert static["transaction.partition.verification.enable"] is True
+    layers = BrokerLayers(static)
+    stored = broker_alter(
+        {},
+        [ConfigChange("transaction.partition.verification.enable", "false")],
+        incremental=True,
+        layers=layers,
+        per_broker=False,
+    )
+    assert stored == {"transaction.partition.verification.enable": "false"}
+    layers.cluster_default = stored
+    assert layers.effective()["transaction.partition.verification.enable"] is False
+    with pytest.raises(ConfigRequestError, match="transaction.partition.verification.enable"):
+        broker_alter(
+            {},
+            [ConfigChange("transaction.partition.verification.enable", "maybe")],
+            incremental=True,
+            layers=layers,
+            per_broker=False,
+        )
