@@ -189,6 +189,23 @@ class TransactionCoordinatorGateway(Protocol):
     async def handle(self, api_key: int, version: int, body: Any) -> Any: ...
 
 
+@runtime_checkable
+class TransactionVerifier(Protocol):
+    """Asks a transactional id's coordinator whether partitions are in the producer's ongoing
+    transaction (KIP-890 part 1: AddPartitionsToTxn v4, VerifyOnly). The answer has an error
+    per partition (NONE: verified), as `txn_verification.verification_errors` reads it;
+    COORDINATOR_NOT_AVAILABLE when no coordinator is known, NETWORK_EXCEPTION when the
+    request is lost."""
+
+    async def verify(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: tuple[tuple[str, int], ...],
+    ) -> dict[tuple[str, int], Any]: ...
+
+
 class NoController:
     """The gateway of a broker that is never the controller (tests without ZooKeeper)."""
 

@@ -34,6 +34,9 @@ partition's LSO is min(that, HW). Every abort yields an `AbortedTxn` (the entry 
 `.txnindex`: producer id, first offset, marker offset, and the LSO when it was written), which
 the caller indexes in the log (`storage/txn_index.py`) for read_committed fetches. `rebuild`
 replays markers too (the caller reads each control batch's marker) and returns the aborts it met.
+KIP-890: `start_verification` gives the guard of a leader's question to the coordinator; a
+marker (or the producer's transaction opening) clears it, and `verification_holds` says whether
+a confirmed write may still open the transaction (Kafka's VerificationGuard).
 
 Snapshots (Kafka's `.snapshot`, `storage/producer_snapshot.py`): `snapshot_entries` gives each
 producer's epoch, last batch, coordinator epoch and open transaction; `rebuild` can start from
@@ -133,6 +136,8 @@ class ProducerStateManager:
         self._entries: dict[int, ProducerEntry] = {}
         self._ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
         self._unreplicated: list[CompletedTxn] = []  # ended, marker not yet below the HW
+        # KIP-890: producer id -> the guard of a verification under way; a marker clears it
+        self._verification_guards: dict[int, object] = {}
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -143,6 +148,24 @@ class ProducerStateManager:
     def active_producers(self) -> list[ProducerEntry]:
         """Every producer the partition remembers, by producer id (DescribeProducers)."""
         return [self._entries[pid] for pid in sorted(self._entries)]
+
+    def has_open_transaction(self, producer_id: int) -> bool:
+        return producer_id in self._ongoing
+
+    def start_verification(self, producer_id: int) -> object:
+        """A leader is about to ask the coordinator about this producer's transaction (KIP-890):
+        the guard that a marker for the producer clears meanwhile (Kafka's VerificationGuard)."""
+        guard = self._verification_guards.get(producer_id)
+        if guard is None:
+            guard = self._verification_guards[producer_id] = object()
+        return guard
+
+    def verification_holds(self, producer_id: int, guard: object) -> bool:
+        """Whether a verified write may open the producer's transaction: no marker ended a
+        transaction of the producer since `guard` was given (or one is open anyway)."""
+        if producer_id in self._ongoing:
+            return True
+        return self._verification_guards.get(producer_id) is guard
 
     # ------------------------------------------------------------------------- decisions
 
@@ -265,6 +288,7 @@ class ProducerStateManager:
         if is_transactional and entry.current_txn_first_offset < 0:
             entry.current_txn_first_offset = first_offset
             self._ongoing[producer_id] = first_offset
+            self._verification_guards.pop(producer_id, None)
         entry.batches.append(BatchMetadata(first_seq, last_seq, first_offset, last_offset))
         while len(entry.batches) > self.max_batches:
             entry.batches.popleft()
@@ -331,6 +355,7 @@ class ProducerStateManager:
         first = entry.current_txn_first_offset
         first = marker_offset if first < 0 else first
         entry.current_txn_first_offset = -1
+        self._verification_guards.pop(producer_id, None)
         entry.coordinator_epoch = max(entry.coordinator_epoch, marker.coordinator_epoch)
         entry.last_timestamp = max(entry.last_timestamp, timestamp)
         self._ongoing.pop(producer_id, None)

@@ -21,6 +21,7 @@ from epochlog.cli import (
     log_dirs_cmd,
     partitions_cmd,
     reassign_cmd,
+    transactions_cmd,
 )
 
 DEFAULT_DIR = ".epochlog"
@@ -116,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     configs_cmd.add_parser(sub, _add_bootstrap)
     log_dirs_cmd.add_parser(sub, _add_bootstrap)
     reassign_cmd.add_parser(sub, _add_bootstrap)
+    transactions_cmd.add_parser(sub, _add_bootstrap)
 
     demo = sub.add_parser("demo", help="run the demo and print a summary")
     demo.add_argument("--storage", action="store_true", help="the storage crash-recovery demo")
@@ -153,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
             return log_dirs_cmd.run(args, console)
         if args.command == "reassign":
             return reassign_cmd.run(args, console)
+        if args.command == "transactions":
+            return transactions_cmd.run(args, console)
         return commands.run(args, console)
     except commands.CommandError as exc:
         Console(stderr=True).print(f"[bold red]error:[/] {exc}")

@@ -14,7 +14,8 @@ describe_configs, alter_configs and incremental_alter_configs in `admin_configs`
 producers and paginated topic descriptions in `admin_log_dirs`; create_partitions,
 delete_records and elect_leaders in `admin_partitions`; partition reassignments (alter,
 list) in `admin_reassign`; describe_client_quotas and alter_client_quotas in
-`admin_quotas`; all are mixed in here.
+`admin_quotas`; describe_transactions, list_transactions and abort_transaction (KIP-664) in
+`admin_transactions`; all are mixed in here.
 
 The `*_topics` calls return a result per topic (`None` on success, else the `KafkaError`); the
 single-topic forms raise instead.
@@ -34,6 +35,7 @@ from epochlog.client.admin_log_dirs import LogDirAdminOperations
 from epochlog.client.admin_partitions import PartitionAdminOperations
 from epochlog.client.admin_quotas import QuotaAdminOperations
 from epochlog.client.admin_reassign import ReassignmentAdminOperations
+from epochlog.client.admin_transactions import TransactionAdminOperations
 from epochlog.client.config import Role, load_config
 from epochlog.client.errors import ClientError, KafkaError
 from epochlog.client.metadata import BrokerNode, PartitionInfo
@@ -79,6 +81,7 @@ class AsyncAdmin(
     PartitionAdminOperations,
     ReassignmentAdminOperations,
     QuotaAdminOperations,
+    TransactionAdminOperations,
 ):
     """An asyncio admin client; see the module docstring."""
 

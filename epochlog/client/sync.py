@@ -42,6 +42,7 @@ from epochlog.client.admin_log_dirs import (
 )
 from epochlog.client.admin_partitions import DeletedRecords, ElectionType, NewPartitions
 from epochlog.client.admin_reassign import PartitionReassignment
+from epochlog.client.admin_transactions import TransactionDescription, TransactionListing
 from epochlog.client.consumer import AsyncConsumer, OffsetAndTimestamp, RebalanceCallback
 from epochlog.client.delivery import DeliveryFuture
 from epochlog.client.errors import ClientClosedError, KafkaError
@@ -778,6 +779,48 @@ class Admin:
         return self._thread.run(
             self._admin.describe_producers(
                 [TopicPartition(*tp) for tp in partitions], broker_id=broker_id, timeout=timeout
+            )
+        )
+
+    # Transactions (KIP-664, see `admin_transactions`).
+
+    def describe_transactions(
+        self, transactional_ids: Iterable[str], *, timeout: float | None = None
+    ) -> dict[str, TransactionDescription]:
+        return self._thread.run(
+            self._admin.describe_transactions(list(transactional_ids), timeout=timeout)
+        )
+
+    def list_transactions(
+        self,
+        *,
+        states: Iterable[str] = (),
+        producer_ids: Iterable[int] = (),
+        duration_ms: int = -1,
+        timeout: float | None = None,
+    ) -> list[TransactionListing]:
+        return self._thread.run(
+            self._admin.list_transactions(
+                states=list(states),
+                producer_ids=list(producer_ids),
+                duration_ms=duration_ms,
+                timeout=timeout,
+            )
+        )
+
+    def abort_transaction(
+        self,
+        topic: str,
+        partition: int,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        *,
+        timeout: float | None = None,
+    ) -> None:
+        self._thread.run(
+            self._admin.abort_transaction(
+                topic, partition, producer_id, producer_epoch, coordinator_epoch, timeout=timeout
             )
         )
 

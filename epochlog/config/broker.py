@@ -241,6 +241,11 @@ DEFINITIONS: dict[str, Definition] = {
     "transaction.state.log.segment.bytes": Definition(
         "int", 104857600, "segment size of __transaction_state", _at_least(1)
     ),
+    "transaction.partition.verification.enable": Definition(
+        "bool",
+        True,
+        "a leader asks the coordinator before a transactional write opens a transaction (KIP-890)",
+    ),
     "transaction.max.timeout.ms": Definition(
         "int", 900000, "longest transaction.timeout.ms a producer may ask for", _at_least(1)
     ),

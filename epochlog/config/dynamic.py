@@ -250,6 +250,7 @@ DYNAMIC_BROKER_KEYS = frozenset(
         "log.cleaner.backoff.ms",
         "log.cleaner.io.max.bytes.per.second",
         "producer.id.expiration.ms",
+        "transaction.partition.verification.enable",
         "num.replica.fetchers",
         "leader.replication.throttled.rate",
         "follower.replication.throttled.rate",

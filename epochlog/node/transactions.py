@@ -47,6 +47,7 @@ from epochlog.coordinator.transaction.runtime import (
     TransactionCoordinatorRuntime,
 )
 from epochlog.coordinator.transaction.service import TransactionService
+from epochlog.node.txn_verification import NetworkTransactionVerifier
 from epochlog.protocol.api import ApiKey
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.records import RecordBatchBuilder, decode_batches
@@ -237,6 +238,9 @@ class ZkTransactionCoordinator:
             txn_config_from(config),
         )
         self.service = TransactionService(self.runtime)
+        self.verifier = NetworkTransactionVerifier(
+            broker, self.runtime.partition_of, config["request.timeout.ms"]
+        )
         self._creating: asyncio.Task[None] | None = None
 
     @property
@@ -252,6 +256,7 @@ class ZkTransactionCoordinator:
     async def close(self) -> None:
         await self.runtime.close()
         await self.markers.close()
+        await self.verifier.close()
 
     async def create_state_topic(self) -> None:
         if self._creating is None or self._creating.done():
@@ -341,3 +346,4 @@ def attach_transaction_coordinator(broker: Broker, coordinator: ZkTransactionCoo
     rm.on_become_follower = became_follower
     rm.on_stop_replicas = stopped
     broker.services.transaction_coordinator = coordinator
+    broker.services.txn_verifier = coordinator.verifier  # KIP-890: leaders ask before appending

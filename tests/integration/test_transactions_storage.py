@@ -36,7 +36,11 @@ def cluster(tmp_path: Path, zk_hosts: str) -> Iterator[LocalCluster]:
         tmp_path / "cluster",
         1,
         zookeeper=zk_hosts,
-        broker_config={"log.cleaner.backoff.ms": 200},
+        # the test plays the coordinator: KIP-890 verification off, as Kafka would need
+        broker_config={
+            "log.cleaner.backoff.ms": 200,
+            "transaction.partition.verification.enable": "false",
+        },
         zk_session_timeout_ms=3000,
     )
     local.start()

@@ -11,6 +11,7 @@ answering, which is how Kafka reacts to a failed acks=0 produce.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +26,7 @@ from epochlog.broker.collaborators import (
     ProducerIdSource,
     TopicAutoCreator,
     TransactionCoordinatorGateway,
+    TransactionVerifier,
 )
 from epochlog.broker.metadata_cache import BrokerEndpoint, MetadataCache
 from epochlog.broker.replica_manager import ReplicaManager
@@ -37,10 +39,22 @@ class CloseConnection(Exception):
     """Close the client's connection instead of answering (the message says why)."""
 
 
+class AppendOrder:
+    """A connection's produce waiting for transaction verification (KIP-890) before its
+    append: later produces of the connection append after it, so appends stay in request
+    order (Kafka mutes the channel meanwhile)."""
+
+    __slots__ = ("pending",)
+
+    def __init__(self) -> None:
+        self.pending: asyncio.Future[Any] | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class ConnectionInfo:
     listener: str  # the listener name the client connected through, e.g. PLAINTEXT
     peer: str  # host:port of the client, for log lines
+    appends: AppendOrder = field(default_factory=AppendOrder, compare=False)
 
 
 @dataclass
@@ -60,6 +74,7 @@ class BrokerServices:
     controller_pins: ControllerPins | None = None  # KIP-39 (None: no ZooKeeper, no pinning)
     group_coordinator: GroupCoordinatorGateway | None = None  # None: no groups served
     transaction_coordinator: TransactionCoordinatorGateway | None = None  # None: no transactions
+    txn_verifier: TransactionVerifier | None = None  # KIP-890 (None: writes are not verified)
     config_store: DynamicConfigStore | None = None  # None: no config APIs (no ZooKeeper)
     client_quotas: ClientQuotas = field(default_factory=ClientQuotas)  # fed by config changes
 

@@ -7,6 +7,12 @@ fault also RecordErrors (that record's index in the batch, and the message); fro
 NOT_LEADER_OR_FOLLOWER partition also names the leader this broker knows (CurrentLeader) with
 that leader's endpoint in NodeEndpoints (KIP-951), so the client can redirect without a
 Metadata round trip.
+
+KIP-890 part 1 (`transaction.partition.verification.enable`, dynamic): a transactional batch
+for a partition where its producer has no open transaction is appended only once the
+coordinator confirms the partition is in the producer's transaction (`txn_verification`).
+Meanwhile later produces of the connection wait for it (`AppendOrder`), so appends stay in
+request order.
 """
 
 from __future__ import annotations
@@ -17,9 +23,16 @@ from typing import Any
 from epochlog.broker.appends import ProducePartitionResult, start_append_records
 from epochlog.broker.handlers.context import BrokerServices, CloseConnection, ConnectionInfo
 from epochlog.broker.produce_validation import has_transactional_batch, request_error
+from epochlog.broker.txn_verification import (
+    TopicPartition,
+    VerificationPlan,
+    plan_verification,
+    produce_error,
+)
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import Request
-from epochlog.protocol.errors import ErrorCode
+from epochlog.protocol.errors import CorruptRecordError, ErrorCode
+from epochlog.protocol.records import BatchHeader, parse_batch_header
 
 R = m.ProduceResponse
 _REDIRECT = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH)
@@ -53,13 +66,23 @@ def begin_produce(
         }
         response.set_result(_answer(services, body, results, version, connection.listener))
         return response
-    appended = start_append_records(
-        services.replica_manager,
-        timeout_ms=body.timeout_ms,
-        required_acks=body.acks,
-        entries=entries,
-        version=version,
-    )
+    order = connection.appends
+    earlier = order.pending
+    plan = _verification_plan(services, body.transactional_id, entries)
+    appended: asyncio.Future[dict[TopicPartition, ProducePartitionResult]]
+    if (earlier is None or earlier.done()) and not plan.partitions and not plan.refused:
+        appended = start_append_records(
+            services.replica_manager,
+            timeout_ms=body.timeout_ms,
+            required_acks=body.acks,
+            entries=entries,
+            version=version,
+        )
+    else:
+        appended = asyncio.ensure_future(
+            _verify_then_append(services, body, entries, version, plan, earlier)
+        )
+        order.pending = appended
 
     def answer(done: asyncio.Future[dict[tuple[str, int], ProducePartitionResult]]) -> None:
         if response.done():
@@ -76,6 +99,88 @@ def begin_produce(
     else:
         appended.add_done_callback(answer)
     return response
+
+
+def _verification_plan(
+    services: BrokerServices,
+    transactional_id: str | None,
+    entries: list[tuple[TopicPartition, Any]],
+) -> VerificationPlan:
+    if (
+        not transactional_id
+        or services.txn_verifier is None
+        or not services.config["transaction.partition.verification.enable"]
+    ):
+        return VerificationPlan()
+    rm = services.replica_manager
+
+    def has_open_transaction(tp: TopicPartition, producer_id: int) -> bool | None:
+        partition = rm.get_partition(*tp)
+        if partition is None or not partition.is_leader:
+            return None
+        return partition.producer_state.has_open_transaction(producer_id)
+
+    return plan_verification(
+        ((tp, _first_header(records)) for tp, records in entries), has_open_transaction
+    )
+
+
+def _first_header(records: Any) -> BatchHeader | None:
+    try:
+        return parse_batch_header(records, 0) if records else None
+    except (CorruptRecordError, ValueError):
+        return None  # validation on the append path names what is wrong
+
+
+async def _verify_then_append(
+    services: BrokerServices,
+    body: Any,
+    entries: list[tuple[TopicPartition, Any]],
+    version: int,
+    plan: VerificationPlan,
+    earlier: asyncio.Future[Any] | None,
+) -> dict[TopicPartition, ProducePartitionResult]:
+    """Ask the coordinator about the plan's partitions, then append what it confirmed, after
+    the connection's earlier produce (if it was still waiting) has appended."""
+    if earlier is not None and not earlier.done():
+        await asyncio.wait([earlier])
+    rm = services.replica_manager
+    results = {
+        tp: ProducePartitionResult(error, message) for tp, (error, message) in plan.refused.items()
+    }
+    if plan.partitions:
+        guards = {}
+        for tp in plan.partitions:
+            partition = rm.get_partition(*tp)
+            if partition is not None:
+                guards[tp] = partition.producer_state.start_verification(plan.producer_id)
+        assert services.txn_verifier is not None
+        verdicts = await services.txn_verifier.verify(
+            body.transactional_id, plan.producer_id, plan.producer_epoch, plan.partitions
+        )
+        for tp in plan.partitions:
+            where = f"{tp[0]}-{tp[1]}"
+            error = ErrorCode(verdicts.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR))
+            partition = rm.get_partition(*tp)
+            if error is ErrorCode.NONE and (
+                partition is None
+                or tp not in guards
+                or not partition.producer_state.verification_holds(plan.producer_id, guards[tp])
+            ):
+                # a marker ended the transaction while we asked: the write would open a new one
+                error = ErrorCode.INVALID_TXN_STATE
+            if error is not ErrorCode.NONE:
+                results[tp] = ProducePartitionResult(*produce_error(error, where))
+    # the rest appended in one step of the loop: no marker can slip in after the checks above
+    appended = await start_append_records(
+        rm,
+        timeout_ms=body.timeout_ms,
+        required_acks=body.acks,
+        entries=[(tp, records) for tp, records in entries if tp not in results],
+        version=version,
+    )
+    results.update(appended)
+    return results
 
 
 def _answer(
