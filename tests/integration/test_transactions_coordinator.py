@@ -8,6 +8,8 @@ for every 500 ms). Each test has its own topic and transactional ids."""
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
 import time
 from collections.abc import Iterator
 
@@ -192,6 +194,50 @@ def test_aiokafka_transactional_producer_commits_and_aborts(cluster: LocalCluste
 
     asyncio.run(run())
     assert sorted(read_committed(cluster, topic, 5)) == [f"aio-committed-{i}" for i in range(5)]
+
+
+def kcat_values(cluster: LocalCluster, topic: str, *settings: str) -> list[str]:
+    """`kcat -C -e` from the start of every partition: the values it read before it saw each
+    partition's end (with read_committed, the last stable offset)."""
+    consumed = subprocess.run(
+        ["kcat", "-b", cluster.bootstrap_servers, "-C", "-t", topic, "-o", "beginning", "-e"]
+        + ["-J", *(arg for setting in settings for arg in ("-X", setting))],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S,
+    )
+    assert consumed.returncode == 0, consumed.stderr
+    return [json.loads(line)["payload"] for line in consumed.stdout.splitlines()]
+
+
+def test_kcat_reads_committed_transactions_only_unless_told_otherwise(
+    cluster: LocalCluster,
+) -> None:
+    """kcat has no transactional producer; as a consumer it is librdkafka, whose isolation.level
+    defaults to read_committed: it stops at the LSO and skips aborted records."""
+    topic = "txn-kcat"
+    create_topic(cluster, topic)
+    producer = transactional_producer(cluster, "kcat-reader")
+    producer.init_transactions(30)
+    for outcome in ("committed", "aborted", "committed-again"):
+        producer.begin_transaction()
+        for i in range(4):
+            producer.produce(topic, f"{outcome}-{i}".encode(), partition=i % PARTITIONS)
+        producer.flush(30)
+        if outcome == "aborted":
+            producer.abort_transaction(30)
+        else:
+            producer.commit_transaction(30)
+    producer.begin_transaction()  # left open: read_committed stops before it
+    producer.produce(topic, b"open-0", partition=0)
+    producer.flush(30)
+
+    committed = [f"{o}-{i}" for o in ("committed", "committed-again") for i in range(4)]
+    assert sorted(read_committed(cluster, topic, len(committed))) == sorted(committed)
+    assert sorted(kcat_values(cluster, topic)) == sorted(committed)
+    everything = kcat_values(cluster, topic, "isolation.level=read_uncommitted")
+    assert sorted(everything) == sorted(committed + [f"aborted-{i}" for i in range(4)] + ["open-0"])
+    producer.abort_transaction(30)
 
 
 def test_api_versions_and_find_coordinator_for_transactional_ids(cluster: LocalCluster) -> None:
