@@ -37,7 +37,13 @@ DEADLINE_S = 60  # a failure bound only: reads stop as soon as they have what th
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    local = LocalCluster(tmp_path_factory.mktemp("client-rc"), 1)
+    # The test plays the transaction coordinator (raw transactional writes and markers), which
+    # KIP-890 verification would ask: off, as test_transactions_partition does.
+    local = LocalCluster(
+        tmp_path_factory.mktemp("client-rc"),
+        1,
+        broker_config={"transaction.partition.verification.enable": "false"},
+    )
     local.start()
     try:
         wait_until_brokers_name_the_controller([b.port for b in local.brokers.values()])
