@@ -194,6 +194,58 @@ async def test_a_commit_is_answered_after_prepare_then_completed_once_the_marker
     assert runtime.read(TXN_ID).transactions[TXN_ID].state is TxnState.COMPLETE_COMMIT
 
 
+async def test_adding_to_a_transaction_still_completing_waits_for_its_complete_record() -> None:
+    log, markers = FakeLog(), FakeMarkers()
+    runtime = make_runtime(log, markers)
+    await loaded(runtime)
+    service = TransactionService(runtime)
+    pid, epoch = await begin(service)
+    assert (await service.handle(26, 3, end(pid, epoch))).error_code == E.NONE
+    await settle()
+    # the next transaction's AddPartitionsToTxn arrives before the markers are written
+    adding = asyncio.ensure_future(service.handle(24, 3, add(pid, epoch)))
+    await settle()
+    assert not adding.done()
+    markers.release(TXN_ID)
+    assert add_errors(await adding) == {E.NONE}
+    assert log.states() == ["Empty", "Ongoing", "PrepareCommit", "CompleteCommit", "Ongoing"]
+
+
+async def test_adding_while_the_markers_are_held_is_concurrent_transactions_after_the_wait() -> (
+    None
+):
+    log, markers = FakeLog(), FakeMarkers()
+    runtime = make_runtime(log, markers)
+    await loaded(runtime)
+    service = TransactionService(runtime)
+    pid, epoch = await begin(service)
+    await service.handle(26, 3, end(pid, epoch))
+    await settle()
+    assert add_errors(await service.handle(24, 3, add(pid, epoch))) == {E.CONCURRENT_TRANSACTIONS}
+    offsets = m.AddOffsetsToTxnRequest(
+        transactional_id=TXN_ID, producer_id=pid, producer_epoch=epoch, group_id="g"
+    )
+    assert (await service.handle(25, 3, offsets)).error_code == E.CONCURRENT_TRANSACTIONS
+    assert log.states()[-1] == "PrepareCommit"
+    assert not runtime._owned[PARTITION].completion_waiters  # nothing left behind
+
+
+async def test_a_resignation_wakes_the_calls_waiting_for_a_completion() -> None:
+    log, markers = FakeLog(), FakeMarkers()
+    runtime = make_runtime(log, markers)
+    await loaded(runtime)
+    service = TransactionService(runtime)
+    pid, epoch = await begin(service)
+    await service.handle(26, 3, end(pid, epoch))
+    await settle()
+    adding = asyncio.ensure_future(service.handle(24, 3, add(pid, epoch)))
+    await settle()
+    runtime.resigned(PARTITION)
+    await settle()
+    assert adding.done()
+    assert add_errors(adding.result()) == {E.NOT_COORDINATOR}
+
+
 async def test_a_failed_append_answers_its_error_and_changes_nothing() -> None:
     log, markers = FakeLog(), FakeMarkers()
     runtime = make_runtime(log, markers)
