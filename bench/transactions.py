@@ -13,10 +13,43 @@ In one run, on the same machine, with confluent-kafka on both targets:
   with read_committed; read_committed reads only up to the last stable offset and drops the
   markers (and aborted records, of which there are none here, so the two read the same records).
 
-Targets (issue 17): transactional produce >= 0.5x idempotent produce; read_committed consume
->= 0.9x read_uncommitted consume.
+- produce, throughput shape (`--producers P`, default 8): the same N records from P producers
+  in threads, N/P each, P idempotent against P transactional (each its own transactional.id,
+  TXN_RECORDS per transaction). One producer is latency-bound (each commit waits for its round
+  trips); P side by side show what transactions cost when the brokers set the pace.
 
-Run: `.venv/bin/python bench/transactions.py [--messages 50000] [--rounds 3] [--rf 3]`.
+Targets (issue 17): transactional produce >= 0.5x idempotent produce; read_committed consume
+>= 0.9x read_uncommitted consume. On epochlog the cluster's `__transaction_state` (50
+partitions) is created before the first idempotent run, as it exists for every later one.
+
+Where a transaction's time goes (issue 17 item 7; librdkafka `debug=eos,protocol,msg` logs of
+100 transactions of 100 records, 8 partitions, RF 3, linger.ms 5, one producer, 3 local brokers,
+2 shared cores at load 4-6; median ms):
+
+    step                                                  before   after
+    commit_transaction -> AddPartitionsToTxn sent           1.0     1.0   (librdkafka)
+    AddPartitionsToTxn sent -> answered                    24.3     6.2
+      before: 1st try CONCURRENT_TRANSACTIONS (~2.5), librdkafka backoff (~19.5), 2nd try (~2.5)
+      after: one try, held until the previous Complete record, then the Ongoing append
+    Produce sent -> last answered (acks=all)                5.5     4.6
+    last Produce answered -> EndTxn answered                3.4     2.5
+      of which EndTxn's rtt (PrepareCommit appended)        2.1     1.9
+    per transaction                                        35.0    15.4
+    CONCURRENT_TRANSACTIONS answers per transaction         1       0
+
+The markers (WriteTxnMarkers to each leader, each replicated) and the CompleteCommit record
+(replicated) take ~4-5 ms after EndTxn's answer (inferred: the held AddPartitionsToTxn is
+answered ~6 ms after it is sent, of which ~2 ms is its own Ongoing append). A transaction on
+its critical path thus waits for five replicated appends in a row (markers, CompleteCommit,
+Ongoing, the records, PrepareCommit) where an idempotent producer waits for one, and
+librdkafka's mock (no replication, no disk) reaches only ~0.1x on this shape; 0.5x for one
+producer is out of reach by construction. With P producers the brokers' CPU sets the pace:
+the extra appends each wake the followers' fetches, which read every partition they follow
+(`__transaction_state`'s included); cProfile of the brokers under 8 transactional producers
+shows the fetch path (`read_from_local_log`) as the largest share.
+
+Run: `.venv/bin/python bench/transactions.py [--messages 50000] [--rounds 3] [--rf 3]
+[--producers 8]`.
 """
 
 from __future__ import annotations
@@ -254,6 +287,16 @@ def start_mock(topic: str, rf: int) -> tuple[subprocess.Popen[str], str]:
     return process, process.stdout.readline().strip()
 
 
+def create_transaction_state(bootstrap: str) -> None:
+    """A transactional producer's init_transactions: the cluster creates `__transaction_state`
+    (its replicas then ride on every replica fetch, so idempotent runs see it too)."""
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": "bench-setup"}
+    )
+    producer.init_transactions(60)
+    producer.flush(10)
+
+
 def one_round(
     bootstrap: str,
     topics: tuple[str, str, str, str],
@@ -310,6 +353,7 @@ def main() -> None:
         cluster = LocalCluster(tmp, 3)
         cluster.start()
         try:
+            create_transaction_state(cluster.bootstrap_servers)
             from epochlog.client import Admin
 
             for rnd in range(args.rounds):  # alternate the targets: noise hits both alike

@@ -4,13 +4,15 @@
   with acks=all, read a partition from its start), through the replica manager.
 - `NetworkMarkerWriter`: Kafka's TransactionMarkerChannelManager. For one transaction's markers
   it asks `MarkerDelivery` (sans-I/O) which partitions to send to which leader, queues them for
-  that broker (this broker included, over the network like any other: one path), feeds the
-  answers back, and retries what is left with fresh metadata after `RETRY_BACKOFF_S`, until
-  every marker is written, the transaction is fenced, or this broker stops coordinating it.
+  that broker, feeds the answers back, and retries what is left with fresh metadata after
+  `RETRY_BACKOFF_S`, until every marker is written, the transaction is fenced, or this broker
+  stops coordinating it.
   One request in flight per broker: what queued meanwhile (other transactions' markers) goes
-  as one WriteTxnMarkers v1, as Kafka's channel drains its per-broker queue. The fault
-  injector is consulted before each request (tests hold the markers of a coordinator they
-  are about to kill).
+  as one WriteTxnMarkers v1, as Kafka's channel drains its per-broker queue. The partitions
+  this broker leads take the same request without the network: the WriteTxnMarkers handler's
+  own function, called here (same appends, same wait for replication, same answer). The fault
+  injector is consulted before each request, local ones included (tests hold the markers of a
+  coordinator they are about to kill).
 - `ZkTransactionCoordinator`: what the handlers call (`TransactionCoordinatorGateway`), and the
   creation of `__transaction_state` on first need with Kafka's settings:
   `transaction.state.log.num.partitions`, `.replication.factor` (capped by the registered
@@ -36,6 +38,7 @@ from kazoo.exceptions import NodeExistsError
 from epochlog.aio import wait_for
 from epochlog.broker.appends import start_append_records
 from epochlog.broker.broker import Broker
+from epochlog.broker.handlers.txn_markers import write_txn_markers
 from epochlog.client.connection import BrokerConnection
 from epochlog.config.broker import BrokerConfig
 from epochlog.controller.assignment import assign_replicas
@@ -156,6 +159,7 @@ class _QueuedRound:
 class NetworkMarkerWriter:
     def __init__(self, broker: Broker, request_timeout_ms: int) -> None:
         self.broker_id = broker.broker_id
+        self.services = broker.services
         self.metadata_cache = broker.metadata_cache
         self.faults = broker.replica_manager.faults
         config = broker.services.config
@@ -216,15 +220,17 @@ class NetworkMarkerWriter:
     async def _send_rounds(self, leader: int, rounds: list[_QueuedRound]) -> None:
         if not await self.faults.before_send(ApiKey.WRITE_TXN_MARKERS, self.broker_id, leader):
             return  # dropped by a test rule: retried as a lost request
+        request = combined_request([(q.delivery, q.partitions) for q in rounds])
         try:
-            connection = await self._connection(leader)
-            if connection is None:
-                return
-            response = await connection.send(
-                combined_request([(q.delivery, q.partitions) for q in rounds]),
-                api_key=ApiKey.WRITE_TXN_MARKERS,
-                version=MARKER_REQUEST_VERSION,
-            )
+            if leader == self.broker_id:
+                response = await write_txn_markers(self.services, request)
+            else:
+                connection = await self._connection(leader)
+                if connection is None:
+                    return
+                response = await connection.send(
+                    request, api_key=ApiKey.WRITE_TXN_MARKERS, version=MARKER_REQUEST_VERSION
+                )
         except Exception as exc:  # a lost connection or a timeout: retried
             log.info("WriteTxnMarkers to broker %d failed: %s", leader, exc)
             await self._drop(leader)

@@ -92,10 +92,16 @@ def _report_to_group_coordinator(
 async def handle_write_txn_markers(
     services: BrokerServices, request: Request, connection: ConnectionInfo
 ) -> Any:
+    return await write_txn_markers(services, request.body)
+
+
+async def write_txn_markers(services: BrokerServices, body: Any) -> Any:
+    """Write a WriteTxnMarkersRequest's markers here and answer as the handler does; also
+    called directly by this broker's transaction coordinator for the partitions it leads."""
     rm = services.replica_manager
     now = now_ms()
     appended: list[tuple[Any, EndTxnMarker, dict[TopicPartition, ProducePartitionResult]]] = []
-    for marker in request.body.markers:
+    for marker in body.markers:
         control = ControlType.COMMIT if marker.transaction_result else ControlType.ABORT
         end = EndTxnMarker(control, marker.coordinator_epoch)
         results: dict[TopicPartition, ProducePartitionResult] = {}
