@@ -13,10 +13,43 @@ In one run, on the same machine, with confluent-kafka on both targets:
   with read_committed; read_committed reads only up to the last stable offset and drops the
   markers (and aborted records, of which there are none here, so the two read the same records).
 
-Targets (issue 17): transactional produce >= 0.5x idempotent produce; read_committed consume
->= 0.9x read_uncommitted consume.
+- produce, throughput shape (`--producers P`, default 8): the same N records from P producers
+  in threads, N/P each, P idempotent against P transactional (each its own transactional.id,
+  TXN_RECORDS per transaction). One producer is latency-bound (each commit waits for its round
+  trips); P side by side show what transactions cost when the brokers set the pace.
 
-Run: `.venv/bin/python bench/transactions.py [--messages 50000] [--rounds 3] [--rf 3]`.
+Targets (issue 17): transactional produce >= 0.5x idempotent produce; read_committed consume
+>= 0.9x read_uncommitted consume. On epochlog the cluster's `__transaction_state` (50
+partitions) is created before the first idempotent run, as it exists for every later one.
+
+Where a transaction's time goes (issue 17 item 7; librdkafka `debug=eos,protocol,msg` logs of
+100 transactions of 100 records, 8 partitions, RF 3, linger.ms 5, one producer, 3 local brokers,
+2 shared cores at load 4-6; median ms):
+
+    step                                                  before   after
+    commit_transaction -> AddPartitionsToTxn sent           1.0     1.0   (librdkafka)
+    AddPartitionsToTxn sent -> answered                    24.3     6.2
+      before: 1st try CONCURRENT_TRANSACTIONS (~2.5), librdkafka backoff (~19.5), 2nd try (~2.5)
+      after: one try, held until the previous Complete record, then the Ongoing append
+    Produce sent -> last answered (acks=all)                5.5     4.6
+    last Produce answered -> EndTxn answered                3.4     2.5
+      of which EndTxn's rtt (PrepareCommit appended)        2.1     1.9
+    per transaction                                        35.0    15.4
+    CONCURRENT_TRANSACTIONS answers per transaction         1       0
+
+The markers (WriteTxnMarkers to each leader, each replicated) and the CompleteCommit record
+(replicated) take ~4-5 ms after EndTxn's answer (inferred: the held AddPartitionsToTxn is
+answered ~6 ms after it is sent, of which ~2 ms is its own Ongoing append). A transaction on
+its critical path thus waits for five replicated appends in a row (markers, CompleteCommit,
+Ongoing, the records, PrepareCommit) where an idempotent producer waits for one, and
+librdkafka's mock (no replication, no disk) reaches only ~0.1x on this shape; 0.5x for one
+producer is out of reach by construction. With P producers the brokers' CPU sets the pace:
+the extra appends each wake the followers' fetches, which read every partition they follow
+(`__transaction_state`'s included); cProfile of the brokers under 8 transactional producers
+shows the fetch path (`read_from_local_log`) as the largest share.
+
+Run: `.venv/bin/python bench/transactions.py [--messages 50000] [--rounds 3] [--rf 3]
+[--producers 8]`.
 """
 
 from __future__ import annotations
@@ -28,8 +61,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -45,14 +81,23 @@ MOCK = Path(__file__).resolve().parents[2] / "shared" / "tools" / "librdkafka_mo
 PARTITIONS = 8
 TXN_RECORDS = 100
 RECORD_BYTES = 100
-SHAPES = ("idempotent", "transactional", "read_uncommitted", "read_committed")
+VALUE = os.urandom(RECORD_BYTES)
+SHAPES = (
+    "idempotent",
+    "transactional",
+    "parallel idempotent",
+    "parallel transactional",
+    "read_uncommitted",
+    "read_committed",
+)
 console = Console(width=160)
 
 
-def produce(
-    bootstrap: str, topic: str, n: int, transactional_id: str | None, progress: Progress
-) -> float:
-    """msg/s of n acknowledged records; transactional: committed TXN_RECORDS at a time."""
+def _producer(
+    bootstrap: str, topic: str, transactional_id: str | None
+) -> tuple[confluent_kafka.Producer, list[object]]:
+    """A producer with its metadata, producer id and every leader's connection set up (not
+    timed): one acknowledged record per partition, in a transaction for the transactional."""
     config: dict[str, object] = {
         "bootstrap.servers": bootstrap,
         "acks": "all",
@@ -63,49 +108,127 @@ def produce(
     if transactional_id:
         config["transactional.id"] = transactional_id
     producer = confluent_kafka.Producer(config)
-    producer.list_topics(topic, timeout=30)  # metadata first: not timed
+    producer.list_topics(topic, timeout=30)
     if transactional_id:
-        producer.init_transactions(60)  # coordinator lookup and producer id: not timed
-    value = os.urandom(RECORD_BYTES)
+        producer.init_transactions(60)
     failed: list[object] = []
-
-    def on_delivery(err: object, _msg: object) -> None:
-        if err is not None:
-            failed.append(err)
-
-    # Warm-up, not timed, alike for both shapes: one acknowledged record per partition (the
-    # idempotent producer's id, every leader's connection; a transaction for the transactional).
     if transactional_id:
         producer.begin_transaction()
     for partition in range(PARTITIONS):
-        producer.produce(topic, value, partition=partition, on_delivery=on_delivery)
+        producer.produce(topic, VALUE, partition=partition, on_delivery=_on_delivery(failed))
     if transactional_id:
         producer.commit_transaction(60)
     if producer.flush(60) or failed:
         raise RuntimeError(f"warm-up records to {topic} failed: {failed[:3]}")
-    shape = "transactional" if transactional_id else "idempotent"
-    task = progress.add_task(f"produce {shape}", total=n)
-    start = time.perf_counter()
-    for first in range(0, n, TXN_RECORDS):
-        if transactional_id:
+    return producer, failed
+
+
+def _on_delivery(failed: list[object]) -> Any:
+    def on_delivery(err: object, _msg: object) -> None:
+        if err is not None:
+            failed.append(err)
+
+    return on_delivery
+
+
+def _send(
+    producer: confluent_kafka.Producer,
+    topic: str,
+    records: range,
+    transactional: bool,
+    failed: list[object],
+    done: Callable[[int], None],
+) -> None:
+    """The timed part: the records, TXN_RECORDS per transaction for the transactional, then
+    every one acknowledged."""
+    on_delivery = _on_delivery(failed)
+    for first in range(records.start, records.stop, TXN_RECORDS):
+        if transactional:
             producer.begin_transaction()
-        for i in range(first, min(first + TXN_RECORDS, n)):
+        last = min(first + TXN_RECORDS, records.stop)
+        for i in range(first, last):
             while True:
                 try:
-                    producer.produce(topic, value, key=str(i).encode(), on_delivery=on_delivery)
+                    producer.produce(topic, VALUE, key=str(i).encode(), on_delivery=on_delivery)
                     break
                 except BufferError:
                     producer.poll(0.01)
-        if transactional_id:
+        if transactional:
             producer.commit_transaction(60)
         else:
             producer.poll(0)
-        progress.update(task, completed=min(first + TXN_RECORDS, n))
+        done(last - first)
     if producer.flush(120):
         raise RuntimeError(f"records to {topic} were not acknowledged")
-    elapsed = time.perf_counter() - start
     if failed:
         raise RuntimeError(f"{len(failed)} records failed: {failed[:3]}")
+
+
+def produce(
+    bootstrap: str, topic: str, n: int, transactional_id: str | None, progress: Progress
+) -> float:
+    """msg/s of n acknowledged records from one producer; transactional: committed
+    TXN_RECORDS at a time."""
+    producer, failed = _producer(bootstrap, topic, transactional_id)
+    shape = "transactional" if transactional_id else "idempotent"
+    task = progress.add_task(f"produce {shape}", total=n)
+    start = time.perf_counter()
+    _send(
+        producer,
+        topic,
+        range(n),
+        transactional_id is not None,
+        failed,
+        lambda k: progress.advance(task, k),
+    )
+    return n / (time.perf_counter() - start)
+
+
+def produce_parallel(
+    bootstrap: str,
+    topic: str,
+    n: int,
+    producers: int,
+    transactional_prefix: str | None,
+    progress: Progress,
+) -> float:
+    """msg/s of n acknowledged records from `producers` producers in threads, n/producers
+    each (each transactional with its own id when `transactional_prefix` is given), timed
+    from the moment all are set up until the last one's records are acknowledged.
+    confluent-kafka releases the GIL while it waits (commit_transaction, flush, poll), so the
+    producers wait for the brokers side by side."""
+    made = [
+        _producer(bootstrap, topic, f"{transactional_prefix}-{i}" if transactional_prefix else None)
+        for i in range(producers)
+    ]
+    shape = "transactional" if transactional_prefix else "idempotent"
+    task = progress.add_task(f"produce {shape} x{producers}", total=n)
+    share = -(-n // producers)
+    errors: list[BaseException] = []
+
+    def run(index: int) -> None:
+        producer, failed = made[index]
+        try:
+            _send(
+                producer,
+                topic,
+                range(index * share, min((index + 1) * share, n)),
+                transactional_prefix is not None,
+                failed,
+                lambda k: progress.advance(task, k),
+            )
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(producers)]
+    start = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - start
+    if errors:
+        raise RuntimeError(f"{len(errors)} of {producers} producers failed: {errors[0]}")
     return n / elapsed
 
 
@@ -164,12 +287,33 @@ def start_mock(topic: str, rf: int) -> tuple[subprocess.Popen[str], str]:
     return process, process.stdout.readline().strip()
 
 
+def create_transaction_state(bootstrap: str) -> None:
+    """A transactional producer's init_transactions: the cluster creates `__transaction_state`
+    (its replicas then ride on every replica fetch, so idempotent runs see it too)."""
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": "bench-setup"}
+    )
+    producer.init_transactions(60)
+    producer.flush(10)
+
+
 def one_round(
-    bootstrap: str, topics: tuple[str, str], n: int, tag: str, progress: Progress
+    bootstrap: str,
+    topics: tuple[str, str, str, str],
+    n: int,
+    producers: int,
+    tag: str,
+    progress: Progress,
 ) -> dict[str, float]:
-    idempotent_topic, transactional_topic = topics
+    idempotent_topic, transactional_topic, parallel_idempotent, parallel_transactional = topics
     rates = {"idempotent": produce(bootstrap, idempotent_topic, n, None, progress)}
     rates["transactional"] = produce(bootstrap, transactional_topic, n, f"bench-{tag}", progress)
+    rates["parallel idempotent"] = produce_parallel(
+        bootstrap, parallel_idempotent, n, producers, None, progress
+    )
+    rates["parallel transactional"] = produce_parallel(
+        bootstrap, parallel_transactional, n, producers, f"bench-{tag}-p", progress
+    )
     for isolation in ("read_uncommitted", "read_committed"):
         rates[isolation] = consume(
             bootstrap, transactional_topic, n + PARTITIONS, isolation, progress
@@ -182,7 +326,18 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=50_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--rf", type=int, default=3)
+    parser.add_argument(
+        "--producers",
+        type=int,
+        default=8,
+        help="producers in parallel threads for the throughput shape (same total records)",
+    )
     args = parser.parse_args()
+    if args.producers < 1 or args.messages < args.producers * TXN_RECORDS:
+        parser.error(
+            f"--producers must be >= 1 and --messages >= producers x {TXN_RECORDS} "
+            f"(got --producers {args.producers}, --messages {args.messages})"
+        )
     n = args.messages
     runs: dict[str, list[dict[str, float]]] = {"librdkafka mock": [], "epochlog": []}
     with (
@@ -198,16 +353,30 @@ def main() -> None:
         cluster = LocalCluster(tmp, 3)
         cluster.start()
         try:
+            create_transaction_state(cluster.bootstrap_servers)
             from epochlog.client import Admin
 
             for rnd in range(args.rounds):  # alternate the targets: noise hits both alike
                 # A fresh mock per shape: it serves one topic made at start.
                 rates: dict[str, float] = {}
-                for shape, topic in (("idem", "bench-idem"), ("txn", "bench-txn")):
+                for shape, topic in (
+                    ("idem", "bench-idem"),
+                    ("txn", "bench-txn"),
+                    ("pidem", "bench-pidem"),
+                    ("ptxn", "bench-ptxn"),
+                ):
                     mock, bootstrap = start_mock(topic, args.rf)
                     try:
                         if shape == "idem":
                             rates["idempotent"] = produce(bootstrap, topic, n, None, progress)
+                        elif shape == "pidem":
+                            rates["parallel idempotent"] = produce_parallel(
+                                bootstrap, topic, n, args.producers, None, progress
+                            )
+                        elif shape == "ptxn":
+                            rates["parallel transactional"] = produce_parallel(
+                                bootstrap, topic, n, args.producers, f"bench-mock-{rnd}-p", progress
+                            )
                         else:
                             rates["transactional"] = produce(
                                 bootstrap, topic, n, f"bench-mock-{rnd}", progress
@@ -220,12 +389,24 @@ def main() -> None:
                         mock.send_signal(signal.SIGTERM)
                         mock.wait()
                 runs["librdkafka mock"].append(rates)
-                topics = (f"bench-idem-{rnd}", f"bench-txn-{rnd}")
+                topics = (
+                    f"bench-idem-{rnd}",
+                    f"bench-txn-{rnd}",
+                    f"bench-pidem-{rnd}",
+                    f"bench-ptxn-{rnd}",
+                )
                 with Admin({"bootstrap.servers": cluster.bootstrap_servers}) as admin:
                     for topic in topics:
                         admin.create_topic(topic, PARTITIONS, args.rf)
                 runs["epochlog"].append(
-                    one_round(cluster.bootstrap_servers, topics, n, f"epochlog-{rnd}", progress)
+                    one_round(
+                        cluster.bootstrap_servers,
+                        topics,
+                        n,
+                        args.producers,
+                        f"epochlog-{rnd}",
+                        progress,
+                    )
                 )
         finally:
             cluster.close()
@@ -241,6 +422,9 @@ def main() -> None:
         "idempotent msg/s",
         "transactional msg/s",
         "transactional / idempotent",
+        f"x{args.producers} idempotent msg/s",
+        f"x{args.producers} transactional msg/s",
+        f"x{args.producers} transactional / idempotent",
         "read_uncommitted msg/s",
         "read_committed msg/s",
         "read_committed / read_uncommitted",
@@ -249,6 +433,7 @@ def main() -> None:
     for target, rounds in runs.items():
         median = {shape: statistics.median(r[shape] for r in rounds) for shape in SHAPES}
         produce_ratios = [r["transactional"] / r["idempotent"] for r in rounds]
+        parallel_ratios = [r["parallel transactional"] / r["parallel idempotent"] for r in rounds]
         consume_ratios = [r["read_committed"] / r["read_uncommitted"] for r in rounds]
         table.add_row(
             target,
@@ -256,6 +441,10 @@ def main() -> None:
             f"{median['transactional']:,.0f}",
             f"{statistics.median(produce_ratios):.2f}x "
             f"({', '.join(f'{r:.2f}' for r in produce_ratios)})",
+            f"{median['parallel idempotent']:,.0f}",
+            f"{median['parallel transactional']:,.0f}",
+            f"{statistics.median(parallel_ratios):.2f}x "
+            f"({', '.join(f'{r:.2f}' for r in parallel_ratios)})",
             f"{median['read_uncommitted']:,.0f}",
             f"{median['read_committed']:,.0f}",
             f"{statistics.median(consume_ratios):.2f}x "

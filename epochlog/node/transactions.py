@@ -3,12 +3,16 @@
 - `ReplicaManagerTransactionLog`: the runtime's view of `__transaction_state` (append as leader
   with acks=all, read a partition from its start), through the replica manager.
 - `NetworkMarkerWriter`: Kafka's TransactionMarkerChannelManager. For one transaction's markers
-  it asks `MarkerDelivery` (sans-I/O) which partitions to send to which leader, sends one
-  WriteTxnMarkers v1 per leader broker (this broker included, over the network like any other:
-  one path), feeds the answers back, and retries what is left with fresh metadata after
+  it asks `MarkerDelivery` (sans-I/O) which partitions to send to which leader, queues them for
+  that broker, feeds the answers back, and retries what is left with fresh metadata after
   `RETRY_BACKOFF_S`, until every marker is written, the transaction is fenced, or this broker
-  stops coordinating it. The fault injector is consulted before each request (tests hold the
-  markers of a coordinator they are about to kill).
+  stops coordinating it.
+  One request in flight per broker: what queued meanwhile (other transactions' markers) goes
+  as one WriteTxnMarkers v1, as Kafka's channel drains its per-broker queue. The partitions
+  this broker leads take the same request without the network: the WriteTxnMarkers handler's
+  own function, called here (same appends, same wait for replication, same answer). The fault
+  injector is consulted before each request, local ones included (tests hold the markers of a
+  coordinator they are about to kill).
 - `ZkTransactionCoordinator`: what the handlers call (`TransactionCoordinatorGateway`), and the
   creation of `__transaction_state` on first need with Kafka's settings:
   `transaction.state.log.num.partitions`, `.replication.factor` (capped by the registered
@@ -25,6 +29,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -33,10 +38,16 @@ from kazoo.exceptions import NodeExistsError
 from epochlog.aio import wait_for
 from epochlog.broker.appends import start_append_records
 from epochlog.broker.broker import Broker
+from epochlog.broker.handlers.txn_markers import write_txn_markers
 from epochlog.client.connection import BrokerConnection
 from epochlog.config.broker import BrokerConfig
 from epochlog.controller.assignment import assign_replicas
-from epochlog.coordinator.transaction.markers import MarkerDelivery, TopicPartition
+from epochlog.coordinator.transaction.markers import (
+    MarkerDelivery,
+    TopicPartition,
+    combined_request,
+    split_response,
+)
 from epochlog.coordinator.transaction.operations import TxnConfig, WriteMarkers
 from epochlog.coordinator.transaction.record_codec import TransactionStateCodec
 from epochlog.coordinator.transaction.runtime import (
@@ -137,15 +148,27 @@ class ReplicaManagerTransactionLog:
             offset = max(offset, batches[-1].next_offset)
 
 
+@dataclass
+class _QueuedRound:
+    """One transaction's partitions for one broker, waiting for the broker's next request."""
+
+    delivery: MarkerDelivery
+    partitions: list[TopicPartition]
+    answered: asyncio.Future[None]
+
+
 class NetworkMarkerWriter:
     def __init__(self, broker: Broker, request_timeout_ms: int) -> None:
         self.broker_id = broker.broker_id
+        self.services = broker.services
         self.metadata_cache = broker.metadata_cache
         self.faults = broker.replica_manager.faults
         config = broker.services.config
         self.listener = config.listeners[0].listener if config.listeners else "PLAINTEXT"
         self.request_timeout_ms = request_timeout_ms
         self._connections: dict[int, BrokerConnection] = {}
+        self._queues: dict[int, list[_QueuedRound]] = {}
+        self._senders: dict[int, asyncio.Task[None]] = {}
 
     def _leader_of(self, tp: TopicPartition) -> int | None:
         info = self.metadata_cache.partitions(tp[0]).get(tp[1])
@@ -174,22 +197,47 @@ class NetworkMarkerWriter:
     async def _send(
         self, delivery: MarkerDelivery, leader: int, partitions: list[TopicPartition]
     ) -> None:
+        """Queue the round for the leader; return once its answer is fed back (or lost)."""
+        loop = asyncio.get_running_loop()
+        queued = _QueuedRound(delivery, partitions, loop.create_future())
+        self._queues.setdefault(leader, []).append(queued)
+        sender = self._senders.get(leader)
+        if sender is None or sender.done():
+            self._senders[leader] = loop.create_task(
+                self._drain(leader), name=f"txn markers to broker {leader}"
+            )
+        await asyncio.shield(queued.answered)
+
+    async def _drain(self, leader: int) -> None:
+        while self._queues.get(leader):
+            rounds = self._queues.pop(leader)
+            try:
+                await self._send_rounds(leader, rounds)
+            finally:
+                for queued in rounds:
+                    if not queued.answered.done():
+                        queued.answered.set_result(None)
+
+    async def _send_rounds(self, leader: int, rounds: list[_QueuedRound]) -> None:
         if not await self.faults.before_send(ApiKey.WRITE_TXN_MARKERS, self.broker_id, leader):
             return  # dropped by a test rule: retried as a lost request
+        request = combined_request([(q.delivery, q.partitions) for q in rounds])
         try:
-            connection = await self._connection(leader)
-            if connection is None:
-                return
-            response = await connection.send(
-                delivery.request(partitions),
-                api_key=ApiKey.WRITE_TXN_MARKERS,
-                version=MARKER_REQUEST_VERSION,
-            )
+            if leader == self.broker_id:
+                response = await write_txn_markers(self.services, request)
+            else:
+                connection = await self._connection(leader)
+                if connection is None:
+                    return
+                response = await connection.send(
+                    request, api_key=ApiKey.WRITE_TXN_MARKERS, version=MARKER_REQUEST_VERSION
+                )
         except Exception as exc:  # a lost connection or a timeout: retried
             log.info("WriteTxnMarkers to broker %d failed: %s", leader, exc)
             await self._drop(leader)
             return
-        delivery.record_response(partitions, response)
+        for queued, answer in zip(rounds, split_response(response, len(rounds)), strict=True):
+            queued.delivery.record_response(queued.partitions, answer)
 
     async def _connection(self, broker_id: int) -> BrokerConnection | None:
         connection = self._connections.get(broker_id)
@@ -218,6 +266,10 @@ class NetworkMarkerWriter:
                 await connection.close()
 
     async def close(self) -> None:
+        for sender in self._senders.values():
+            sender.cancel()
+        self._senders.clear()
+        self._queues.clear()
         for broker_id in list(self._connections):
             await self._drop(broker_id)
 

@@ -10,7 +10,11 @@ from typing import Any
 
 import pytest
 
-from epochlog.coordinator.transaction.markers import MarkerDelivery
+from epochlog.coordinator.transaction.markers import (
+    MarkerDelivery,
+    combined_request,
+    split_response,
+)
 from epochlog.coordinator.transaction.operations import TxnConfig, WriteMarkers
 from epochlog.coordinator.transaction.record_codec import TransactionStateCodec
 from epochlog.coordinator.transaction.runtime import (
@@ -192,6 +196,58 @@ async def test_a_commit_is_answered_after_prepare_then_completed_once_the_marker
     await settle()
     assert log.states() == ["Empty", "Ongoing", "PrepareCommit", "CompleteCommit"]
     assert runtime.read(TXN_ID).transactions[TXN_ID].state is TxnState.COMPLETE_COMMIT
+
+
+async def test_adding_to_a_transaction_still_completing_waits_for_its_complete_record() -> None:
+    log, markers = FakeLog(), FakeMarkers()
+    runtime = make_runtime(log, markers)
+    await loaded(runtime)
+    service = TransactionService(runtime)
+    pid, epoch = await begin(service)
+    assert (await service.handle(26, 3, end(pid, epoch))).error_code == E.NONE
+    await settle()
+    # the next transaction's AddPartitionsToTxn arrives before the markers are written
+    adding = asyncio.ensure_future(service.handle(24, 3, add(pid, epoch)))
+    await settle()
+    assert not adding.done()
+    markers.release(TXN_ID)
+    assert add_errors(await adding) == {E.NONE}
+    assert log.states() == ["Empty", "Ongoing", "PrepareCommit", "CompleteCommit", "Ongoing"]
+
+
+async def test_adding_while_the_markers_are_held_is_concurrent_transactions_after_the_wait() -> (
+    None
+):
+    log, markers = FakeLog(), FakeMarkers()
+    runtime = make_runtime(log, markers)
+    await loaded(runtime)
+    service = TransactionService(runtime)
+    pid, epoch = await begin(service)
+    await service.handle(26, 3, end(pid, epoch))
+    await settle()
+    assert add_errors(await service.handle(24, 3, add(pid, epoch))) == {E.CONCURRENT_TRANSACTIONS}
+    offsets = m.AddOffsetsToTxnRequest(
+        transactional_id=TXN_ID, producer_id=pid, producer_epoch=epoch, group_id="g"
+    )
+    assert (await service.handle(25, 3, offsets)).error_code == E.CONCURRENT_TRANSACTIONS
+    assert log.states()[-1] == "PrepareCommit"
+    assert not runtime._owned[PARTITION].completion_waiters  # nothing left behind
+
+
+async def test_a_resignation_wakes_the_calls_waiting_for_a_completion() -> None:
+    log, markers = FakeLog(), FakeMarkers()
+    runtime = make_runtime(log, markers)
+    await loaded(runtime)
+    service = TransactionService(runtime)
+    pid, epoch = await begin(service)
+    await service.handle(26, 3, end(pid, epoch))
+    await settle()
+    adding = asyncio.ensure_future(service.handle(24, 3, add(pid, epoch)))
+    await settle()
+    runtime.resigned(PARTITION)
+    await settle()
+    assert adding.done()
+    assert add_errors(adding.result()) == {E.NOT_COORDINATOR}
 
 
 async def test_a_failed_append_answers_its_error_and_changes_nothing() -> None:
@@ -420,3 +476,42 @@ def test_the_request_and_the_response_round_trip_through_the_delivery() -> None:
     )
     delivery.record_response([("a", 0), ("a", 1), ("b", 3)], response)
     assert delivery.pending == {("a", 1), ("b", 3)}  # NOT_LEADER, and left out: both retried
+
+
+def test_several_transactions_rounds_go_as_one_request_and_each_gets_its_own_answer() -> None:
+    first = MarkerDelivery(WriteMarkers("one", 7, 2, True, 5, (("a", 0),)))
+    second = MarkerDelivery(WriteMarkers("two", 8, 0, False, 5, (("a", 0), ("b", 1))))
+    request = combined_request([(first, [("a", 0)]), (second, [("a", 0), ("b", 1)])])
+    assert [(w.producer_id, w.transaction_result) for w in request.markers] == [
+        (7, True),
+        (8, False),
+    ]
+    R = m.WriteTxnMarkersResponse
+
+    def result(pid: int, errors: dict[tuple[str, int], int]) -> Any:
+        return R.WritableTxnMarkerResult(
+            producer_id=pid,
+            topics=[
+                R.WritableTxnMarkerTopicResult(
+                    name=topic,
+                    partitions=[
+                        R.WritableTxnMarkerPartitionResult(partition_index=index, error_code=code)
+                    ],
+                )
+                for (topic, index), code in errors.items()
+            ],
+        )
+
+    response = R(markers=[result(7, {("a", 0): 0}), result(8, {("a", 0): 0, ("b", 1): 6})])
+    one, two = split_response(response, 2)
+    first.record_response([("a", 0)], one)
+    second.record_response([("a", 0), ("b", 1)], two)
+    assert first.done
+    assert second.pending == {("b", 1)}  # NOT_LEADER_OR_FOLLOWER: retried
+
+
+def test_a_combined_response_with_a_marker_missing_answers_none_of_them() -> None:
+    delivery = MarkerDelivery(markers_for(("a", 0)))
+    (answer, other) = split_response(m.WriteTxnMarkersResponse(markers=[]), 2)
+    delivery.record_response([("a", 0)], answer)
+    assert delivery.pending == {("a", 0)} and other.markers == []

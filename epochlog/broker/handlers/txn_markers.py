@@ -92,10 +92,16 @@ def _report_to_group_coordinator(
 async def handle_write_txn_markers(
     services: BrokerServices, request: Request, connection: ConnectionInfo
 ) -> Any:
+    return await write_txn_markers(services, request.body)
+
+
+async def write_txn_markers(services: BrokerServices, body: Any) -> Any:
+    """Write a WriteTxnMarkersRequest's markers here and answer as the handler does; also
+    called directly by this broker's transaction coordinator for the partitions it leads."""
     rm = services.replica_manager
     now = now_ms()
-    answers = []
-    for marker in request.body.markers:
+    appended: list[tuple[Any, EndTxnMarker, dict[TopicPartition, ProducePartitionResult]]] = []
+    for marker in body.markers:
         control = ControlType.COMMIT if marker.transaction_result else ControlType.ABORT
         end = EndTxnMarker(control, marker.coordinator_epoch)
         results: dict[TopicPartition, ProducePartitionResult] = {}
@@ -104,24 +110,35 @@ async def handle_write_txn_markers(
                 results[(topic.name, index)] = append_marker(
                     rm, (topic.name, index), marker.producer_id, marker.producer_epoch, end, now
                 )
+        appended.append((marker, end, results))
+
+    async def replicated(
+        marker: Any, end: EndTxnMarker, results: dict[TopicPartition, ProducePartitionResult]
+    ) -> None:
         await _append_and_wait(rm, results)
         _report_to_group_coordinator(services, marker.producer_id, end, results)
-        answers.append(
-            R.WritableTxnMarkerResult(
-                producer_id=marker.producer_id,
-                topics=[
-                    R.WritableTxnMarkerTopicResult(
-                        name=topic.name,
-                        partitions=[
-                            R.WritableTxnMarkerPartitionResult(
-                                partition_index=index,
-                                error_code=results[(topic.name, index)].error,
-                            )
-                            for index in topic.partition_indexes
-                        ],
-                    )
-                    for topic in marker.topics
-                ],
-            )
+
+    # Every marker appended first, then all replicated together: a request carrying the
+    # markers of many transactions (the coordinator batches them per broker) waits for one
+    # replication round, not one per marker.
+    await asyncio.gather(*(replicated(*entry) for entry in appended))
+    answers = [
+        R.WritableTxnMarkerResult(
+            producer_id=marker.producer_id,
+            topics=[
+                R.WritableTxnMarkerTopicResult(
+                    name=topic.name,
+                    partitions=[
+                        R.WritableTxnMarkerPartitionResult(
+                            partition_index=index,
+                            error_code=results[(topic.name, index)].error,
+                        )
+                        for index in topic.partition_indexes
+                    ],
+                )
+                for topic in marker.topics
+            ],
         )
+        for marker, _end, results in appended
+    ]
     return R(markers=answers)

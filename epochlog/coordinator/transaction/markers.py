@@ -16,11 +16,15 @@ leader kept for the next round. Each answer is fed back through `record(partitio
   metadata, until written.
 
 The delivery is `done` when nothing is left; the runtime then calls the shard's `markers_written`.
+
+The channel sends the rounds of many transactions bound for one broker as one request, as
+Kafka's channel does: `combined_request` puts their markers in one WriteTxnMarkers and
+`split_response` hands each its own answer (the broker answers markers in the order asked).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from epochlog.coordinator.transaction.operations import WriteMarkers
@@ -116,3 +120,23 @@ class MarkerDelivery:
                     )
         for tp in sent:
             self.record(tp, answered.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR))
+
+
+def combined_request(
+    rounds: Sequence[tuple[MarkerDelivery, list[TopicPartition]]],
+) -> m.WriteTxnMarkersRequest:
+    """One WriteTxnMarkers for the rounds of several transactions bound for one broker."""
+    return m.WriteTxnMarkersRequest(
+        markers=[marker for d, tps in rounds for marker in d.request(tps).markers]
+    )
+
+
+def split_response(
+    response: m.WriteTxnMarkersResponse, count: int
+) -> list[m.WriteTxnMarkersResponse]:
+    """The answer to each of the `count` markers of a combined request, in request order; a
+    response with another number of markers answers none (every partition is retried)."""
+    R = m.WriteTxnMarkersResponse
+    if len(response.markers) != count:
+        return [R(markers=[]) for _ in range(count)]
+    return [R(markers=[marker]) for marker in response.markers]

@@ -55,6 +55,10 @@ log = logging.getLogger(__name__)
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 LOAD_RETRY_BACKOFF_S = 0.2
 LOAD_RETRY_MAX_BACKOFF_S = 5.0
+# How long AddPartitionsToTxn / AddOffsetsToTxn for a transaction still being completed waits
+# for its Complete record before answering CONCURRENT_TRANSACTIONS (Kafka's leader-side
+# verification retries that error for up to add.partitions.to.txn.retry.backoff.max.ms, 100).
+COMPLETION_WAIT_S = 0.1
 
 
 EncodedRecord = tuple[bytes, bytes | None]  # key, value (None: a tombstone)
@@ -111,6 +115,8 @@ class _Partition:
     loaded: bool = False
     timers: dict[TimerKey, asyncio.TimerHandle] = field(default_factory=dict)
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    # transactional id -> futures of calls waiting for its markers and Complete record
+    completion_waiters: dict[str, list[asyncio.Future[None]]] = field(default_factory=dict)
 
 
 class TransactionCoordinatorRuntime:
@@ -248,11 +254,21 @@ class TransactionCoordinatorRuntime:
         self,
         transactional_id: str,
         operation: Callable[[TransactionCoordinatorShard, Any, int], Effects],
+        after_completion: bool = False,
     ) -> Any:
         """Run `operation(shard, handle, now)` on the id's shard; return the reply it gives
         `handle`, once the call's records are committed. Raises CoordinatorError when the shard
-        is not here or not loaded."""
+        is not here or not loaded.
+
+        `after_completion`: when the id's previous transaction is still being completed
+        (prepared, markers on their way), wait up to COMPLETION_WAIT_S for its Complete record
+        first. The client would otherwise get CONCURRENT_TRANSACTIONS and retry after its
+        backoff (librdkafka and the Java producer: 20 ms), which is most of a short
+        transaction's time; the answer after the wait is the one its retry would get."""
         owned = self._shard_for(transactional_id)
+        if after_completion and owned.shard.completing(transactional_id):
+            await self._completion_of(owned, transactional_id)
+            owned = self._shard_for(transactional_id)
         handle = next(self._handles)
         effects = operation(owned.shard, handle, self.clock_ms())
         replies = await self._carry_out(owned, effects)
@@ -260,6 +276,27 @@ class TransactionCoordinatorRuntime:
             if answered == handle:
                 return reply
         raise RuntimeError(f"transaction coordinator: no reply for {transactional_id!r}")
+
+    async def _completion_of(self, owned: _Partition, transactional_id: str) -> None:
+        """Return once the id's marker delivery ends (completed, abandoned or stopped), or
+        after COMPLETION_WAIT_S."""
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiters = owned.completion_waiters.setdefault(transactional_id, [])
+        waiters.append(waiter)
+        try:
+            await asyncio.wait_for(asyncio.shield(waiter), COMPLETION_WAIT_S)
+        except TimeoutError:
+            pass
+        finally:
+            if waiter in waiters:
+                waiters.remove(waiter)
+            if not waiters:
+                owned.completion_waiters.pop(transactional_id, None)
+
+    def _wake_completion_waiters(self, owned: _Partition, transactional_id: str) -> None:
+        for waiter in owned.completion_waiters.pop(transactional_id, []):
+            if not waiter.done():
+                waiter.set_result(None)
 
     def read(self, transactional_id: str) -> TransactionCoordinatorShard:
         """The loaded shard of the id, for reads (DescribeTransactions)."""
@@ -317,6 +354,12 @@ class TransactionCoordinatorRuntime:
         return effects.replies
 
     async def _deliver_markers(self, owned: _Partition, markers: WriteMarkers) -> None:
+        try:
+            await self._complete(owned, markers)
+        finally:  # completed, abandoned or cancelled: waiting calls go on (and see which)
+            self._wake_completion_waiters(owned, markers.transactional_id)
+
+    async def _complete(self, owned: _Partition, markers: WriteMarkers) -> None:
         def still_current() -> bool:
             return self._owned.get(owned.partition) is owned
 

@@ -106,6 +106,7 @@ class TransactionService:
             reply: AddPartitionsReply = await self.runtime.call(
                 request.transactional_id,
                 lambda shard, handle, now: shard.add_partitions(request, handle, now),
+                after_completion=not request.verify_only,
             )
             errors = reply.errors
         except CoordinatorError as exc:
@@ -147,6 +148,7 @@ class TransactionService:
         error = await self._error_call(
             request.transactional_id,
             lambda shard, handle, now: shard.add_offsets(request, handle, now),
+            after_completion=True,
         )
         return m.AddOffsetsToTxnResponse(
             error_code=_for_version(ADD_OFFSETS_TO_TXN, version, error)
@@ -162,9 +164,13 @@ class TransactionService:
         )
         return m.EndTxnResponse(error_code=_for_version(END_TXN, version, error))
 
-    async def _error_call(self, transactional_id: str, operation: Any) -> ErrorCode:
+    async def _error_call(
+        self, transactional_id: str, operation: Any, after_completion: bool = False
+    ) -> ErrorCode:
         try:
-            reply: ErrorReply = await self.runtime.call(transactional_id, operation)
+            reply: ErrorReply = await self.runtime.call(
+                transactional_id, operation, after_completion
+            )
         except CoordinatorError as exc:
             return exc.error
         return reply.error

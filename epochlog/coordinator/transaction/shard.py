@@ -383,6 +383,12 @@ class TransactionCoordinatorShard:
             return E.CONCURRENT_TRANSACTIONS if asked else E.INVALID_TXN_STATE
         return E.INVALID_TXN_STATE  # Empty (nothing begun), Dead
 
+    def completing(self, transactional_id: str) -> bool:
+        """Whether the id's transaction is prepared and waits for its markers (any request to
+        add to it is CONCURRENT_TRANSACTIONS until its Complete record is appended)."""
+        metadata = self.transactions.get(transactional_id)
+        return metadata is not None and metadata.state in PREPARED
+
     def markers_written(
         self, transactional_id: str, producer_id: int, producer_epoch: int, now_ms: int
     ) -> Effects:
