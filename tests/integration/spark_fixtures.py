@@ -158,11 +158,8 @@ from pyspark.sql.datasource import WriterCommitMessage  # noqa: E402
 
 from epochlog.spark import EpochlogDataSource  # noqa: E402
 from epochlog.spark.exactly_once import ExactlyOnceStreamWriter, TaskTransaction  # noqa: E402
-from epochlog.spark.txn_clients import end_transactions  # noqa: E402
-from tests.integration import txn_api_shim  # noqa: E402
-
-txn_api_shim.register()  # in every Python worker that unpickles the faulty source
 from epochlog.spark.options import EXACTLY_ONCE, parse_sink_options  # noqa: E402
+from epochlog.spark.txn_clients import end_transactions  # noqa: E402
 from epochlog.spark.writer import EpochlogStreamWriter  # noqa: E402
 
 
