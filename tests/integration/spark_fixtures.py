@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -144,9 +145,54 @@ def consume_all(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list[Con
         return out
 
 
+class CommittedRecord(NamedTuple):
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+def consume_committed(bootstrap: str, topic: str, timeout_s: float = 60.0) -> list[CommittedRecord]:
+    """Every committed record in the topic now: a confluent-kafka (librdkafka) consumer with
+    isolation.level=read_committed, from the beginning of each partition to its last stable
+    offset (the end it reports at that moment); aborted transactions' records are not read."""
+    import confluent_kafka as ck
+
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        partitions = [p.partition for p in admin.describe_topics([topic])[topic].partitions]
+    consumer = ck.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"check-{topic}",
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    try:
+        consumer.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in partitions])
+        out: list[CommittedRecord] = []
+        at_end: set[int] = set()
+        deadline = time.monotonic() + timeout_s
+        while len(at_end) < len(partitions):
+            assert time.monotonic() < deadline, f"could not read all of {topic} in {timeout_s} s"
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                assert msg.error().code() == ck.KafkaError._PARTITION_EOF, msg.error()
+                at_end.add(msg.partition())
+                continue
+            out.append(CommittedRecord(msg.partition(), msg.offset(), msg.key(), msg.value()))
+        return out
+    finally:
+        consumer.close()
+
+
 # ------------------------------------------------------------------------------ fault injection
 # A data source `epochlog_faulty` whose sink crashes once, where the option `fault` says:
-#   task    after the task wrote (at-least-once) or staged (exactly-once) its rows, in batch
+#   task    after the task wrote its rows (exactly-once: in its transaction, left open), in batch
 #           `faultBatch`;
 #   commit  (exactly-once) in the driver's commit of batch `faultBatch`, after the first
 #           task's transaction was committed (a driver that dies half-way through a commit).
