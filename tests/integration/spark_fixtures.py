@@ -11,7 +11,9 @@ root is put on PYTHONPATH before the JVM starts.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import json
 import os
 import sys
 import time
@@ -196,6 +198,12 @@ def consume_committed(bootstrap: str, topic: str, timeout_s: float = 60.0) -> li
 #           `faultBatch`;
 #   commit  (exactly-once) in the driver's commit of batch `faultBatch`, after the first
 #           task's transaction was committed (a driver that dies half-way through a commit).
+#   commit-hang  (exactly-once) as `commit`, but the commit then hangs instead of failing, so
+#           that the test can kill the driver's whole process tree with SIGKILL there.
+#   zombie  (exactly-once) the first attempt of partition 0's task in batch `faultBatch` writes
+#           its rows in its transaction, saves its TaskTransaction (JSON) in `faultMarker` and
+#           fails; Spark's retry of the task (a master allowing task failures, `local[2,2]`)
+#           then takes the transactional id: the saved attempt is the zombie.
 # `faultMarker` is a file created by the crash, so the fault fires once.
 
 from collections.abc import Iterator as _Iterator  # noqa: E402
@@ -246,17 +254,36 @@ class FaultyExactlyOnceWriter(ExactlyOnceStreamWriter):
         self.fault = fault
 
     def write(self, iterator: _Iterator) -> WriterCommitMessage:
+        from pyspark import TaskContext
+
         message = super().write(iterator)
-        if self.fault["fault"] == "task" and _task_batch() == int(self.fault["faultbatch"]):
+        fault, in_batch = self.fault["fault"], _task_batch() == int(self.fault["faultbatch"])
+        if fault == "task" and in_batch:
             _fire_once(self.fault["faultmarker"])
+        context = TaskContext.get()
+        if (
+            fault == "zombie"
+            and in_batch
+            and context.partitionId() == 0
+            and context.attemptNumber() == 0
+            and isinstance(message, TaskTransaction)
+        ):
+            with open(self.fault["faultmarker"], "x") as out:
+                json.dump(dataclasses.asdict(message), out)
+            raise InjectedCrash(f"injected zombie: {message}")
         return message
 
     def commit(self, messages: list, batchId: int) -> None:  # noqa: N803
-        if self.fault["fault"] != "commit" or batchId != int(self.fault["faultbatch"]):
+        fault = self.fault["fault"]
+        if fault not in ("commit", "commit-hang") or batchId != int(self.fault["faultbatch"]):
             super().commit(messages, batchId)
             return
         open_txns = [m for m in messages if isinstance(m, TaskTransaction) and m.needs_end]
         end_transactions(self.options.client, open_txns[:1], commit=True)
+        if fault == "commit-hang":
+            with open(self.fault["faultmarker"], "x") as out:
+                json.dump([dataclasses.asdict(m) for m in open_txns], out)
+            time.sleep(3600)  # the test kills the driver here
         _fire_once(self.fault["faultmarker"])
         end_transactions(self.options.client, open_txns[1:], commit=True)
 

@@ -39,7 +39,9 @@ RECORDS = 120
 def source_topic(spark_cluster) -> str:
     bootstrap = spark_cluster.bootstrap_servers
     topic = create_topic(bootstrap, unique_topic("restart-in"), 2)
-    produce(bootstrap, topic, [f"r{i}".encode() for i in range(RECORDS)])
+    half = RECORDS // 2  # both partitions, so that each batch has two tasks with rows
+    produce(bootstrap, topic, [f"r{i}".encode() for i in range(half)], partition=0)
+    produce(bootstrap, topic, [f"r{i}".encode() for i in range(half, RECORDS)], partition=1)
     return topic
 
 
