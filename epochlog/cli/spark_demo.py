@@ -6,8 +6,10 @@ of `examples/clickstream_pipeline.py`; once they run, the generator produces cli
 steady rate, and half-way through, after the counts job has read some of them, the leader of
 clickstream partition 0 is killed with SIGKILL and restarted a few seconds later. At the end the
 demo checks that the Parquet table's totals (per page, per country and per event-time minute)
-equal the events acknowledged, with no window counted twice, prints a summary, writes
-`events_per_minute.png`, and fails when the check does not hold.
+equal the events acknowledged, with no window counted twice; and it reads the counts topic, which
+the counts job writes through Kafka transactions (the exactly-once sink), with a read_committed
+confluent-kafka consumer: every window once, none missing (`demo_topic_check`). It prints a
+summary, writes `events_per_minute.png`, and fails when a check does not hold.
 
 The wait for the table ends early, as a failure, when a query failed or when neither query has
 run a micro-batch and the table has not grown for `stall_s` seconds.
@@ -29,6 +31,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from epochlog.cli.demo_topic_check import CountsCheck, check_counts, read_topic
 from epochlog.client import Admin
 from epochlog.node.local_cluster import LocalCluster
 
@@ -80,6 +83,12 @@ class DemoSettings:
     wait_s: float = 600.0  # longest wait for the table after the generator is done
     stall_s: float = 120.0  # no micro-batch and no table growth for this long: give up
     start_timeout_s: float = 300.0  # the jobs' first micro-batch (Spark's start on a busy box)
+
+
+@dataclass
+class TopicCheck:
+    committed: CountsCheck  # the counts topic read with isolation.level=read_committed
+    in_log: int  # its rows read with read_uncommitted (aborted attempts' rows too)
 
 
 @dataclass
@@ -251,6 +260,11 @@ def _drive(
     console.print(f"generator done: {produced:,} events acknowledged; waiting for the table ...")
     totals, problem = _wait_for_table(spark, pipeline, console, settings, queries, table, produced)
     elapsed = time.monotonic() - started
+    with console.status(f"reading {pipeline.COUNTS_TOPIC} with confluent-kafka ..."):
+        topic = TopicCheck(
+            committed=check_counts(read_topic(bootstrap, pipeline.COUNTS_TOPIC, "read_committed")),
+            in_log=len(read_topic(bootstrap, pipeline.COUNTS_TOPIC, "read_uncommitted")),
+        )
     for query in queries:
         progress_log = query.recentProgress
         if progress_log:
@@ -261,13 +275,17 @@ def _drive(
             )
     chart = work / "events_per_minute.png"
     pipeline.write_chart(chart, dict(generator.acked_per_minute), totals["per_minute"])
-    _print_summary(console, settings, generator, totals, bounce, elapsed, chart)
+    _print_summary(console, settings, generator, totals, bounce, elapsed, chart, topic)
+    committed = topic.committed
     checks = {
         "every event acknowledged": produced == settings.events and not generator.failed,
         "per-page total = produced": totals["page"] == produced,
         "per-country total = produced": totals["country"] == produced,
         "no window written twice": totals["repeated"] == 0,
         "per-minute counts = produced": dict(generator.acked_per_minute) == totals["per_minute"],
+        "counts topic read committed: every window once, none missing": committed.exactly_once(
+            produced, generator.acked_per_minute
+        ),
     }
     if settings.kill_leader:
         checks["leader killed mid-stream and back"] = (
@@ -278,7 +296,8 @@ def _drive(
         console.print(f"[red]{problem}[/]")
     if not failed and problem is None:
         console.print(
-            "[bold green]OK[/]: every event was counted exactly once (Parquet totals = produced)."
+            "[bold green]OK[/]: every event was counted exactly once (Parquet totals = produced; "
+            f"{pipeline.COUNTS_TOPIC} read committed: every window once)."
         )
         return True
     console.print(f"[bold red]FAILED[/]: {'; '.join(failed) or problem}")
@@ -334,6 +353,7 @@ def _print_summary(
     bounce: _Bounce,
     elapsed: float,
     chart: Path,
+    topic: TopicCheck,
 ) -> None:
     produced = generator.acked
     summary = Table(title="Spark pipeline summary")
@@ -344,6 +364,12 @@ def _print_summary(
     summary.add_row("counted in Parquet, per page", f"{totals['page']:,}")
     summary.add_row("counted in Parquet, per country", f"{totals['country']:,}")
     summary.add_row("windows written twice", f"{totals['repeated']:,}")
+    committed = topic.committed
+    summary.add_row("counts topic read committed (confluent-kafka)", f"{committed.rows:,} rows")
+    summary.add_row("  per page", f"{committed.totals['page']:,}")
+    summary.add_row("  per country", f"{committed.totals['country']:,}")
+    summary.add_row("  windows read twice", f"{committed.repeated:,}")
+    summary.add_row("  rows in the log (read_uncommitted)", f"{topic.in_log:,}")
     if settings.kill_leader:
         summary.add_row("leader of clickstream-0 killed -9", f"broker {bounce.leader}")
         if bounce.error is not None:

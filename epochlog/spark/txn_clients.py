@@ -39,11 +39,6 @@ from epochlog.spark.exactly_once import (
 from epochlog.spark.options import SinkOptions
 from epochlog.spark.raw_clients import BatchSender, _LoopThread
 
-# The transaction APIs by number: `ApiKey` names them once the coordinator serves them.
-ADD_PARTITIONS_TO_TXN = 24
-ADD_OFFSETS_TO_TXN = 25
-END_TXN = 26
-TXN_OFFSET_COMMIT = 28
 CLIENT_ADD_PARTITIONS_MAX_VERSION = 3  # v4+ is the brokers' batched (KIP-890) form
 GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE = 0, 1
 MAX_PENDING_BATCHES = 64
@@ -212,7 +207,9 @@ class TransactionalSender(BatchSender):
             by_topic.setdefault(topic, []).append(partition)
 
         async def add(conn: Any) -> tuple[ErrorCode, None]:
-            version = conn.version_for(ADD_PARTITIONS_TO_TXN, CLIENT_ADD_PARTITIONS_MAX_VERSION)
+            version = conn.version_for(
+                ApiKey.ADD_PARTITIONS_TO_TXN, CLIENT_ADD_PARTITIONS_MAX_VERSION
+            )
             request = m.AddPartitionsToTxnRequest(
                 v3_and_below_transactional_id=txn_id,
                 v3_and_below_producer_id=self._producer_id,
@@ -222,7 +219,9 @@ class TransactionalSender(BatchSender):
                     for t, ps in by_topic.items()
                 ],
             )
-            response = await conn.send(request, api_key=ADD_PARTITIONS_TO_TXN, version=version)
+            response = await conn.send(
+                request, api_key=ApiKey.ADD_PARTITIONS_TO_TXN, version=version
+            )
             errors = [
                 ErrorCode.of(p.partition_error_code)
                 for t in response.results_by_topic_v3_and_below
@@ -247,7 +246,7 @@ class TransactionalSender(BatchSender):
             request = m.AddOffsetsToTxnRequest(
                 transactional_id=txn_id, producer_id=pid, producer_epoch=epoch, group_id=group
             )
-            response = await conn.send(request, api_key=ADD_OFFSETS_TO_TXN)
+            response = await conn.send(request, api_key=ApiKey.ADD_OFFSETS_TO_TXN)
             return ErrorCode.of(response.error_code), None
 
         async def commit(conn: Any) -> tuple[ErrorCode, None]:
@@ -270,7 +269,7 @@ class TransactionalSender(BatchSender):
                     for t, ps in by_topic.items()
                 ],
             )
-            response = await conn.send(request, api_key=TXN_OFFSET_COMMIT)
+            response = await conn.send(request, api_key=ApiKey.TXN_OFFSET_COMMIT)
             errors = [
                 ErrorCode.of(p.error_code)
                 for t in response.topics
@@ -385,7 +384,7 @@ class _TxnEnder:
                 producer_epoch=txn.producer_epoch,
                 committed=commit,
             )
-            response = await conn.send(request, api_key=END_TXN)
+            response = await conn.send(request, api_key=ApiKey.END_TXN)
             return ErrorCode.of(response.error_code), None
 
         c = self.config

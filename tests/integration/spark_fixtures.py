@@ -11,12 +11,15 @@ root is put on PYTHONPATH before the JVM starts.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import json
 import os
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -144,12 +147,63 @@ def consume_all(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list[Con
         return out
 
 
+class CommittedRecord(NamedTuple):
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+def consume_committed(bootstrap: str, topic: str, timeout_s: float = 60.0) -> list[CommittedRecord]:
+    """Every committed record in the topic now: a confluent-kafka (librdkafka) consumer with
+    isolation.level=read_committed, from the beginning of each partition to its last stable
+    offset (the end it reports at that moment); aborted transactions' records are not read."""
+    import confluent_kafka as ck
+
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        partitions = [p.partition for p in admin.describe_topics([topic])[topic].partitions]
+    consumer = ck.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"check-{topic}",
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    try:
+        consumer.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in partitions])
+        out: list[CommittedRecord] = []
+        at_end: set[int] = set()
+        deadline = time.monotonic() + timeout_s
+        while len(at_end) < len(partitions):
+            assert time.monotonic() < deadline, f"could not read all of {topic} in {timeout_s} s"
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                assert msg.error().code() == ck.KafkaError._PARTITION_EOF, msg.error()
+                at_end.add(msg.partition())
+                continue
+            out.append(CommittedRecord(msg.partition(), msg.offset(), msg.key(), msg.value()))
+        return out
+    finally:
+        consumer.close()
+
+
 # ------------------------------------------------------------------------------ fault injection
 # A data source `epochlog_faulty` whose sink crashes once, where the option `fault` says:
-#   task    after the task wrote (at-least-once) or staged (exactly-once) its rows, in batch
+#   task    after the task wrote its rows (exactly-once: in its transaction, left open), in batch
 #           `faultBatch`;
 #   commit  (exactly-once) in the driver's commit of batch `faultBatch`, after the first
 #           task's transaction was committed (a driver that dies half-way through a commit).
+#   commit-hang  (exactly-once) as `commit`, but the commit then hangs instead of failing, so
+#           that the test can kill the driver's whole process tree with SIGKILL there.
+#   zombie  (exactly-once) the first attempt of partition 0's task in batch `faultBatch` writes
+#           its rows in its transaction, saves its TaskTransaction (JSON) in `faultMarker` and
+#           fails; Spark's retry of the task (a master allowing task failures, `local[2,2]`)
+#           then takes the transactional id: the saved attempt is the zombie.
 # `faultMarker` is a file created by the crash, so the fault fires once.
 
 from collections.abc import Iterator as _Iterator  # noqa: E402
@@ -158,11 +212,8 @@ from pyspark.sql.datasource import WriterCommitMessage  # noqa: E402
 
 from epochlog.spark import EpochlogDataSource  # noqa: E402
 from epochlog.spark.exactly_once import ExactlyOnceStreamWriter, TaskTransaction  # noqa: E402
-from epochlog.spark.txn_clients import end_transactions  # noqa: E402
-from tests.integration import txn_api_shim  # noqa: E402
-
-txn_api_shim.register()  # in every Python worker that unpickles the faulty source
 from epochlog.spark.options import EXACTLY_ONCE, parse_sink_options  # noqa: E402
+from epochlog.spark.txn_clients import end_transactions  # noqa: E402
 from epochlog.spark.writer import EpochlogStreamWriter  # noqa: E402
 
 
@@ -203,17 +254,36 @@ class FaultyExactlyOnceWriter(ExactlyOnceStreamWriter):
         self.fault = fault
 
     def write(self, iterator: _Iterator) -> WriterCommitMessage:
+        from pyspark import TaskContext
+
         message = super().write(iterator)
-        if self.fault["fault"] == "task" and _task_batch() == int(self.fault["faultbatch"]):
+        fault, in_batch = self.fault["fault"], _task_batch() == int(self.fault["faultbatch"])
+        if fault == "task" and in_batch:
             _fire_once(self.fault["faultmarker"])
+        context = TaskContext.get()
+        if (
+            fault == "zombie"
+            and in_batch
+            and context.partitionId() == 0
+            and context.attemptNumber() == 0
+            and isinstance(message, TaskTransaction)
+        ):
+            with open(self.fault["faultmarker"], "x") as out:
+                json.dump(dataclasses.asdict(message), out)
+            raise InjectedCrash(f"injected zombie: {message}")
         return message
 
     def commit(self, messages: list, batchId: int) -> None:  # noqa: N803
-        if self.fault["fault"] != "commit" or batchId != int(self.fault["faultbatch"]):
+        fault = self.fault["fault"]
+        if fault not in ("commit", "commit-hang") or batchId != int(self.fault["faultbatch"]):
             super().commit(messages, batchId)
             return
         open_txns = [m for m in messages if isinstance(m, TaskTransaction) and m.needs_end]
         end_transactions(self.options.client, open_txns[:1], commit=True)
+        if fault == "commit-hang":
+            with open(self.fault["faultmarker"], "x") as out:
+                json.dump([dataclasses.asdict(m) for m in open_txns], out)
+            time.sleep(3600)  # the test kills the driver here
         _fire_once(self.fault["faultmarker"])
         end_transactions(self.options.client, open_txns[1:], commit=True)
 

@@ -1,6 +1,7 @@
 # ruff: noqa: F811 - pytest fixtures imported from spark_fixtures are parameters here
 """The demo (what `make demo` runs) passes its own check on a real local cluster, in a short run:
-the Spark pipeline counts every event exactly once through a leader killed mid-stream."""
+the Spark pipeline counts every event exactly once through a leader killed mid-stream, and its
+transactionally written counts topic reads back with read_committed every window once."""
 
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ def test_spark_demo_counts_every_event_once_through_a_leader_kill(spark, tmp_pat
     text = console.export_text()
     assert "counted in Parquet, per page" in text and "2,000 of 2,000" in text
     assert "leader of clickstream-0 killed -9" in text and "events sent when killed" in text
+    assert "counts topic read committed (confluent-kafka)" in text
     assert "OK: every event was counted exactly once" in text
+    assert "read committed: every window once" in text
     assert (tmp_path / "spark-demo" / "events_per_minute.png").stat().st_size > 1000
     assert not spark.streams.active  # the demo stopped its queries; the session is the test's
 

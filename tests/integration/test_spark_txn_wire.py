@@ -1,12 +1,13 @@
-"""The exactly-once sink's wire exchange (`epochlog/spark/txn_clients.py`) against librdkafka's
-mock cluster, which serves transactions: a task's transaction (InitProducerId, AddPartitionsToTxn,
-transactional Produce, AddOffsetsToTxn, TxnOffsetCommit) left open, then committed by another
-client with EndTxn from the (id, producer id, epoch) alone.
+"""The exactly-once sink's wire exchange (`epochlog/spark/txn_clients.py`), with no Spark: a
+task's transaction (InitProducerId, AddPartitionsToTxn, transactional Produce, AddOffsetsToTxn,
+TxnOffsetCommit) left open, then committed by another client with EndTxn from the (id, producer
+id, epoch) alone.
 
-The mock writes commit markers, but it neither filters aborted records for read_committed nor
-keeps transactional offset commits nor bumps the epoch of a known transactional id (each
-InitProducerId gets a new producer id), so the batch marker and fencing wait for epochlog's
-coordinator (not tested yet: see the branch's report)."""
+Against epochlog (ZooKeeper + one broker) and librdkafka's mock cluster. The mock writes commit
+markers, but it neither filters aborted records for read_committed nor keeps transactional offset
+commits nor bumps the epoch of a known transactional id, so the two safety mechanisms run against
+epochlog only: a second attempt with the same transactional id fences the first (its EndTxn is
+refused, its rows are aborted), and a batch whose marker was committed is not written again."""
 
 from __future__ import annotations
 
@@ -21,11 +22,12 @@ import confluent_kafka as ck
 import pyarrow as pa
 import pytest
 
+from epochlog.client import Admin
 from epochlog.processes import spawn
-from epochlog.spark.exactly_once import TaskTransaction
+from epochlog.spark.exactly_once import TaskTransaction, TransactionFencedError
 from epochlog.spark.options import parse_sink_options
 from epochlog.spark.txn_clients import end_transactions, write_in_transaction
-from tests.integration import txn_api_shim
+from epochlog.testing.cluster import LocalCluster
 
 MOCK_TOOL = "/work/shared/tools/librdkafka_mock_cluster.py"
 TOPIC = "txn-out"
@@ -34,8 +36,44 @@ DEADLINE_S = 30  # a failure bound only
 
 
 @pytest.fixture(scope="module")
-def bootstrap() -> Iterator[str]:
-    txn_api_shim.register()
+def epochlog_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """ZooKeeper + one epochlog broker: the two safety mechanisms run here only."""
+    yield from _epochlog_cluster(tmp_path_factory)
+
+
+@pytest.fixture(scope="module", params=["epochlog", "mock"])
+def bootstrap(request: pytest.FixtureRequest) -> Iterator[str]:
+    if request.param == "epochlog":
+        yield request.getfixturevalue("epochlog_bootstrap")
+    else:
+        yield from _mock_cluster()
+
+
+def _epochlog_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    cluster = LocalCluster(
+        tmp_path_factory.mktemp("spark-txn-wire"),
+        1,
+        broker_config={
+            "offsets.topic.num.partitions": 2,
+            "transaction.state.log.num.partitions": 2,
+        },
+    )
+    cluster.start()
+    try:
+        with Admin({"bootstrap.servers": cluster.bootstrap_servers}) as admin:
+            admin.create_topic(TOPIC, PARTITIONS, 1)
+            deadline = time.monotonic() + DEADLINE_S
+            while time.monotonic() < deadline:
+                parts = admin.describe_topics([TOPIC])[TOPIC].partitions
+                if len(parts) == PARTITIONS and all(p.leader >= 0 for p in parts):
+                    break
+                time.sleep(0.1)
+        yield cluster.bootstrap_servers
+    finally:
+        cluster.close()
+
+
+def _mock_cluster() -> Iterator[str]:
     proc = spawn(
         [sys.executable, MOCK_TOOL, "3", TOPIC, str(PARTITIONS), "3"],
         stdout=subprocess.PIPE,
@@ -135,3 +173,55 @@ def test_batches_are_transactional_and_followed_by_a_commit_marker(bootstrap: st
     _, after = consumer.get_watermark_offsets(ck.TopicPartition(TOPIC, 0), timeout=10)
     consumer.close()
     assert after == high + 2  # the record and the commit marker (a control batch)
+
+
+def test_a_retried_attempt_fences_the_first_and_only_its_rows_are_read(
+    epochlog_bootstrap: str,
+) -> None:
+    """Two attempts of one task (same transactional id): the second's InitProducerId bumps the
+    epoch and aborts the first's open transaction; the first's EndTxn(commit) is refused."""
+    bootstrap = epochlog_bootstrap
+    options = sink_options(bootstrap, "wire-c")
+    before = {v for _, _, v in read_all(bootstrap)}
+    zombie = write_in_transaction(options, "wire-c-0", 3, "wire-c", rows([b"zombie"] * 20))
+    retry = write_in_transaction(options, "wire-c-0", 3, "wire-c", rows([b"retry"] * 20))
+    assert retry.producer_id == zombie.producer_id
+    assert retry.producer_epoch > zombie.producer_epoch
+    with pytest.raises(TransactionFencedError, match="wire-c-0"):
+        end_transactions(options.client, [zombie], commit=True)
+    end_transactions(options.client, [retry], commit=True)
+    new = [v for _, _, v in read_all(bootstrap) if v not in before]
+    assert new == [b"retry"] * 20
+
+
+def test_a_batch_whose_marker_was_committed_is_not_written_again(epochlog_bootstrap: str) -> None:
+    """The batch marker commits with the rows (TxnOffsetCommit in the same transaction): a
+    re-run of batch 5 or an earlier one writes nothing; batch 6 is written."""
+    bootstrap = epochlog_bootstrap
+    options = sink_options(bootstrap, "wire-d")
+    first = write_in_transaction(options, "wire-d-1", 5, "wire-d", rows([b"d5"] * 10))
+    end_transactions(options.client, [first], commit=True)
+    for batch in (5, 4):
+        again = write_in_transaction(options, "wire-d-1", batch, "wire-d", rows([b"again"] * 10))
+        assert (again.already_committed, again.records, again.needs_end) == (True, 0, False)
+    later = write_in_transaction(options, "wire-d-1", 6, "wire-d", rows([b"d6"] * 10))
+    assert (later.already_committed, later.records) == (False, 10)
+    end_transactions(options.client, [later], commit=True)
+    values = [v for _, _, v in read_all(bootstrap)]
+    assert values.count(b"d5") == 10 and values.count(b"d6") == 10
+    assert b"again" not in values
+
+
+def test_an_uncommitted_marker_does_not_count_and_its_rows_stay_unread(
+    epochlog_bootstrap: str,
+) -> None:
+    """A task whose transaction the driver never ended (it died first): the retry aborts it, so
+    its marker never counts and the retry writes the batch."""
+    bootstrap = epochlog_bootstrap
+    options = sink_options(bootstrap, "wire-e")
+    write_in_transaction(options, "wire-e-0", 2, "wire-e", rows([b"lost"] * 5))
+    retry = write_in_transaction(options, "wire-e-0", 2, "wire-e", rows([b"kept"] * 5))
+    assert (retry.already_committed, retry.records) == (False, 5)
+    end_transactions(options.client, [retry], commit=True)
+    values = [v for _, _, v in read_all(bootstrap)]
+    assert values.count(b"kept") == 5 and b"lost" not in values
