@@ -1,6 +1,7 @@
 """Exactly-once streaming writes through Kafka transactions: tasks write, the driver commits.
 
-How it works (the decisions here are sans-I/O; `txn_clients` does the wire exchange):
+How it works (the decisions here are sans-I/O; `txn_clients` does the wire exchange and
+`exactly_once_writer` is the Spark writer that runs them):
 
 1. Each write task of micro-batch N, Spark partition p, uses the transactional id
    `<prefix>-<p>` (`transactional_id`; prefix: the `transactionalIdPrefix` option, else
@@ -36,11 +37,10 @@ import enum
 import hashlib
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-import pyarrow as pa
-from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import WriterCommitMessage
 
 from epochlog.protocol.errors import ErrorCode
 from epochlog.spark.options import SinkOptions
@@ -145,42 +145,3 @@ def txn_action(error: ErrorCode) -> TxnAction:
 
 class TransactionFencedError(RuntimeError):
     """A task's transaction was fenced by a newer attempt: this batch must be re-run."""
-
-
-class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
-    def __init__(self, options: SinkOptions) -> None:
-        self.options = options
-
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskTransaction:
-        from pyspark import TaskContext
-
-        from epochlog.spark.txn_clients import write_in_transaction
-
-        context = TaskContext.get()
-        if context is None:
-            raise RuntimeError("exactly-once writes run in Spark tasks (no TaskContext)")
-        value = context.getLocalProperty("streaming.sql.batchId")
-        if value is None:
-            raise RuntimeError("exactly-once writes need a streaming query (no micro-batch id)")
-        prefix = transactional_id_prefix(self.options)
-        return write_in_transaction(
-            self.options,
-            transactional_id(prefix, context.partitionId()),
-            int(value),
-            prefix,
-            iterator,
-        )
-
-    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
-        from epochlog.spark.txn_clients import end_transactions
-
-        end_transactions(self.options.client, _open(messages), commit=True)
-
-    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
-        from epochlog.spark.txn_clients import end_transactions
-
-        end_transactions(self.options.client, _open(messages), commit=False)
-
-
-def _open(messages: list[WriterCommitMessage | None]) -> list[TaskTransaction]:
-    return [m for m in messages if isinstance(m, TaskTransaction) and m.needs_end]

@@ -70,7 +70,7 @@ class EpochlogDataSource(DataSource):
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         options = parse_sink_options(self.options, _columns(schema), streaming=True)
         if options.delivery_guarantee == EXACTLY_ONCE:
-            from epochlog.spark.exactly_once import ExactlyOnceStreamWriter
+            from epochlog.spark.exactly_once_writer import ExactlyOnceStreamWriter
 
             return ExactlyOnceStreamWriter(options)
         from epochlog.spark.writer import EpochlogStreamWriter

@@ -211,7 +211,8 @@ from collections.abc import Iterator as _Iterator  # noqa: E402
 from pyspark.sql.datasource import WriterCommitMessage  # noqa: E402
 
 from epochlog.spark import EpochlogDataSource  # noqa: E402
-from epochlog.spark.exactly_once import ExactlyOnceStreamWriter, TaskTransaction  # noqa: E402
+from epochlog.spark.exactly_once import TaskTransaction  # noqa: E402
+from epochlog.spark.exactly_once_writer import ExactlyOnceStreamWriter  # noqa: E402
 from epochlog.spark.options import EXACTLY_ONCE, parse_sink_options  # noqa: E402
 from epochlog.spark.txn_clients import end_transactions  # noqa: E402
 from epochlog.spark.writer import EpochlogStreamWriter  # noqa: E402
