@@ -22,15 +22,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError
 
-from epochlog.broker.appends import start_append_records
 from epochlog.broker.broker import Broker
 from epochlog.config.broker import BrokerConfig
 from epochlog.controller.assignment import assign_replicas
@@ -39,18 +37,15 @@ from epochlog.coordinator.group.record_codec import ConsumerOffsetsCodec
 from epochlog.coordinator.group.records import TxnMarkerRecord
 from epochlog.coordinator.group.runtime import (
     OFFSETS_TOPIC,
-    CoordinatorError,
-    EncodedRecord,
     GroupCoordinatorRuntime,
     LoggedRecord,
     TransactionalRecord,
-    TxnProducer,
     partition_for_group,
 )
 from epochlog.coordinator.group.service import GroupService
+from epochlog.node.coordinator_log import CoordinatorTopicLog
 from epochlog.protocol.control_records import marker_of
 from epochlog.protocol.errors import ErrorCode
-from epochlog.protocol.records import RecordBatchBuilder, decode_batches
 from epochlog.zk import controller_zk as zkc
 from epochlog.zk.znodes import (
     TopicAssignment,
@@ -61,9 +56,6 @@ from epochlog.zk.znodes import (
 )
 
 log = logging.getLogger(__name__)
-
-READ_CHUNK_BYTES = 1 << 20
-PRODUCE_VERSION = 9
 
 # Kafka's answers to a failed append of group records (GroupMetadataManager's error mapping).
 _APPEND_ERRORS = {
@@ -92,75 +84,26 @@ def group_config_from(config: BrokerConfig) -> GroupConfig:
     )
 
 
-class ReplicaManagerOffsets:
+class ReplicaManagerOffsets(CoordinatorTopicLog):
     def __init__(self, broker: Broker, commit_timeout_ms: int) -> None:
-        self.rm = broker.replica_manager
-        self.commit_timeout_ms = commit_timeout_ms
-
-    async def append(
-        self,
-        partition: int,
-        records: Sequence[EncodedRecord],
-        producer: TxnProducer | None = None,
-    ) -> None:
-        if producer is None:
-            builder = RecordBatchBuilder()
-        else:
-            # Kafka's coordinator writes a producer's offsets with base sequence 0 and appends
-            # them without sequence checks (AppendOrigin.COORDINATOR).
-            builder = RecordBatchBuilder(
-                producer_id=producer[0],
-                producer_epoch=producer[1],
-                base_sequence=0,
-                is_transactional=True,
-            )
-        now = int(time.time() * 1000)
-        for key, value in records:
-            builder.append(now, key, value)
-        key = (OFFSETS_TOPIC, partition)
-        results = await start_append_records(
-            self.rm,
-            timeout_ms=self.commit_timeout_ms,
-            required_acks=-1,
-            entries=[(key, builder.build())],
-            version=PRODUCE_VERSION,
-            from_coordinator=producer is not None,
-        )
-        error = results[key].error
-        if error is not ErrorCode.NONE:
-            raise CoordinatorError(
-                _APPEND_ERRORS.get(error, ErrorCode.UNKNOWN_SERVER_ERROR),
-                f"{OFFSETS_TOPIC}-{partition}: append failed with {error.name}",
-            )
+        super().__init__(broker, OFFSETS_TOPIC, commit_timeout_ms, _APPEND_ERRORS)
 
     async def read(self, partition: int) -> AsyncIterator[LoggedRecord]:
-        found = self.rm.get_partition(OFFSETS_TOPIC, partition)
-        if found is None:
-            raise CoordinatorError(ErrorCode.NOT_COORDINATOR)
-        log_ = found.log
-        offset = log_.log_start_offset
-        while offset < log_.log_end_offset:
-            chunk = log_.read(offset, READ_CHUNK_BYTES)
-            data = await asyncio.to_thread(chunk.read_bytes)
-            batches = decode_batches(data)
-            if not batches:
-                break
-            for batch in batches:
-                header = batch.header
-                if header.is_control:
-                    if batch.base_offset >= offset and batch.records:
-                        first = batch.records[0]
-                        marker = marker_of(header, first.key, first.value)
-                        if marker is not None:
-                            yield TxnMarkerRecord(header.producer_id, marker.is_commit)
-                    continue
-                for record in batch.records:
-                    if record.offset >= offset and record.key is not None:
-                        if header.is_transactional:
-                            yield TransactionalRecord(record.key, record.value, header.producer_id)
-                        else:
-                            yield record.key, record.value
-            offset = max(offset, batches[-1].next_offset)
+        async for batch, offset in self.batches(partition):
+            header = batch.header
+            if header.is_control:
+                if batch.base_offset >= offset and batch.records:
+                    first = batch.records[0]
+                    marker = marker_of(header, first.key, first.value)
+                    if marker is not None:
+                        yield TxnMarkerRecord(header.producer_id, marker.is_commit)
+                continue
+            for record in batch.records:
+                if record.offset >= offset and record.key is not None:
+                    if header.is_transactional:
+                        yield TransactionalRecord(record.key, record.value, header.producer_id)
+                    else:
+                        yield record.key, record.value
 
 
 class ZkGroupCoordinator:

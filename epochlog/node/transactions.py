@@ -26,9 +26,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +35,6 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError
 
 from epochlog.aio import wait_for
-from epochlog.broker.appends import start_append_records
 from epochlog.broker.broker import Broker
 from epochlog.broker.handlers.txn_markers import write_txn_markers
 from epochlog.client.connection import BrokerConnection
@@ -52,16 +50,15 @@ from epochlog.coordinator.transaction.operations import TxnConfig, WriteMarkers
 from epochlog.coordinator.transaction.record_codec import TransactionStateCodec
 from epochlog.coordinator.transaction.runtime import (
     TRANSACTION_STATE_TOPIC,
-    CoordinatorError,
     EncodedRecord,
     ProducerIds,
     TransactionCoordinatorRuntime,
 )
 from epochlog.coordinator.transaction.service import TransactionService
+from epochlog.node.coordinator_log import CoordinatorTopicLog
 from epochlog.node.txn_verification import NetworkTransactionVerifier
 from epochlog.protocol.api import ApiKey
 from epochlog.protocol.errors import ErrorCode
-from epochlog.protocol.records import RecordBatchBuilder, decode_batches
 from epochlog.zk import controller_zk as zkc
 from epochlog.zk.znodes import (
     TopicAssignment,
@@ -73,8 +70,6 @@ from epochlog.zk.znodes import (
 
 log = logging.getLogger(__name__)
 
-READ_CHUNK_BYTES = 1 << 20
-PRODUCE_VERSION = 9
 RETRY_BACKOFF_S = 0.1  # Kafka's marker channel retries after retry.backoff.ms (100)
 MARKER_REQUEST_VERSION = 1
 CONNECT_TIMEOUT_S = 10
@@ -104,48 +99,15 @@ def txn_config_from(config: BrokerConfig) -> TxnConfig:
     )
 
 
-class ReplicaManagerTransactionLog:
+class ReplicaManagerTransactionLog(CoordinatorTopicLog):
     def __init__(self, broker: Broker, timeout_ms: int) -> None:
-        self.rm = broker.replica_manager
-        self.timeout_ms = timeout_ms
-
-    async def append(self, partition: int, records: Sequence[EncodedRecord]) -> None:
-        builder = RecordBatchBuilder()
-        now = int(time.time() * 1000)
-        for key, value in records:
-            builder.append(now, key, value)
-        key = (TRANSACTION_STATE_TOPIC, partition)
-        results = await start_append_records(
-            self.rm,
-            timeout_ms=self.timeout_ms,
-            required_acks=-1,
-            entries=[(key, builder.build())],
-            version=PRODUCE_VERSION,
-        )
-        error = results[key].error
-        if error is not ErrorCode.NONE:
-            raise CoordinatorError(
-                _APPEND_ERRORS.get(error, ErrorCode.UNKNOWN_SERVER_ERROR),
-                f"{TRANSACTION_STATE_TOPIC}-{partition}: append failed with {error.name}",
-            )
+        super().__init__(broker, TRANSACTION_STATE_TOPIC, timeout_ms, _APPEND_ERRORS)
 
     async def read(self, partition: int) -> AsyncIterator[EncodedRecord]:
-        found = self.rm.get_partition(TRANSACTION_STATE_TOPIC, partition)
-        if found is None:
-            raise CoordinatorError(ErrorCode.NOT_COORDINATOR)
-        log_ = found.log
-        offset = log_.log_start_offset
-        while offset < log_.log_end_offset:
-            chunk = log_.read(offset, READ_CHUNK_BYTES)
-            data = await asyncio.to_thread(chunk.read_bytes)
-            batches = decode_batches(data)
-            if not batches:
-                break
-            for batch in batches:
-                for record in batch.records:
-                    if record.offset >= offset and record.key is not None:
-                        yield record.key, record.value
-            offset = max(offset, batches[-1].next_offset)
+        async for batch, offset in self.batches(partition):
+            for record in batch.records:
+                if record.offset >= offset and record.key is not None:
+                    yield record.key, record.value
 
 
 @dataclass

@@ -37,6 +37,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
+from epochlog.coordinator.common import CoordinatorError, EncodedRecord
 from epochlog.coordinator.group.operations import (
     Effects,
     GroupConfig,
@@ -58,7 +59,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 OFFSETS_TOPIC = "__consumer_offsets"
 
-EncodedRecord = tuple[bytes, bytes | None]  # key, value (None: a tombstone)
 TxnProducer = tuple[int, int]  # producer id, producer epoch of a transactional batch
 
 
@@ -74,15 +74,6 @@ class TransactionalRecord:
 # What reading a partition yields: ordinary records, transactional ones, and the markers that
 # end transactions (control batches).
 LoggedRecord = EncodedRecord | TransactionalRecord | TxnMarkerRecord
-
-
-class CoordinatorError(Exception):
-    """The request cannot be served here now (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
-    COORDINATOR_NOT_AVAILABLE): the client finds the coordinator again and retries."""
-
-    def __init__(self, error: ErrorCode, message: str = "") -> None:
-        super().__init__(message or error.name)
-        self.error = error
 
 
 class OffsetsPartitions(Protocol):

@@ -35,6 +35,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from epochlog.coordinator.common import CoordinatorError, EncodedRecord
 from epochlog.coordinator.transaction.operations import (
     AddPartitionsReply,
     Effects,
@@ -59,18 +60,6 @@ LOAD_RETRY_MAX_BACKOFF_S = 5.0
 # for its Complete record before answering CONCURRENT_TRANSACTIONS (Kafka's leader-side
 # verification retries that error for up to add.partitions.to.txn.retry.backoff.max.ms, 100).
 COMPLETION_WAIT_S = 0.1
-
-
-EncodedRecord = tuple[bytes, bytes | None]  # key, value (None: a tombstone)
-
-
-class CoordinatorError(Exception):
-    """The request cannot be served here now (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
-    COORDINATOR_NOT_AVAILABLE): the client finds the coordinator again and retries."""
-
-    def __init__(self, error: ErrorCode, message: str = "") -> None:
-        super().__init__(message or error.name)
-        self.error = error
 
 
 class TransactionLog(Protocol):
