@@ -34,10 +34,8 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError
 
-from epochlog.aio import wait_for
 from epochlog.broker.broker import Broker
 from epochlog.broker.handlers.txn_markers import write_txn_markers
-from epochlog.client.connection import BrokerConnection
 from epochlog.config.broker import BrokerConfig
 from epochlog.controller.assignment import assign_replicas
 from epochlog.coordinator.transaction.markers import (
@@ -55,6 +53,7 @@ from epochlog.coordinator.transaction.runtime import (
     TransactionCoordinatorRuntime,
 )
 from epochlog.coordinator.transaction.service import TransactionService
+from epochlog.node.broker_connections import BrokerConnections
 from epochlog.node.coordinator_log import CoordinatorTopicLog
 from epochlog.node.txn_verification import NetworkTransactionVerifier
 from epochlog.protocol.api import ApiKey
@@ -72,7 +71,6 @@ log = logging.getLogger(__name__)
 
 RETRY_BACKOFF_S = 0.1  # Kafka's marker channel retries after retry.backoff.ms (100)
 MARKER_REQUEST_VERSION = 1
-CONNECT_TIMEOUT_S = 10
 
 # Kafka's TransactionStateManager: how a failed append of a transaction record is answered.
 _APPEND_ERRORS = {
@@ -125,10 +123,7 @@ class NetworkMarkerWriter:
         self.services = broker.services
         self.metadata_cache = broker.metadata_cache
         self.faults = broker.replica_manager.faults
-        config = broker.services.config
-        self.listener = config.listeners[0].listener if config.listeners else "PLAINTEXT"
-        self.request_timeout_ms = request_timeout_ms
-        self._connections: dict[int, BrokerConnection] = {}
+        self.connections = BrokerConnections(broker, "txn-markers", request_timeout_ms)
         self._queues: dict[int, list[_QueuedRound]] = {}
         self._senders: dict[int, asyncio.Task[None]] = {}
 
@@ -188,7 +183,7 @@ class NetworkMarkerWriter:
             if leader == self.broker_id:
                 response = await write_txn_markers(self.services, request)
             else:
-                connection = await self._connection(leader)
+                connection = await self.connections.get(leader)
                 if connection is None:
                     return
                 response = await connection.send(
@@ -196,44 +191,18 @@ class NetworkMarkerWriter:
                 )
         except Exception as exc:  # a lost connection or a timeout: retried
             log.info("WriteTxnMarkers to broker %d failed: %s", leader, exc)
-            await self._drop(leader)
+            await self.connections.drop(leader)
             return
         for queued, answer in zip(rounds, split_response(response, len(rounds)), strict=True):
             queued.delivery.record_response(queued.partitions, answer)
 
-    async def _connection(self, broker_id: int) -> BrokerConnection | None:
-        connection = self._connections.get(broker_id)
-        if connection is not None and connection.connected:
-            return connection
-        await self._drop(broker_id)
-        live = self.metadata_cache.broker(broker_id)
-        endpoint = live.endpoint_for(self.listener) if live is not None else None
-        if endpoint is None:
-            return None
-        connection = BrokerConnection(
-            endpoint.host,
-            endpoint.port,
-            node_id=broker_id,
-            client_id=f"broker-{self.broker_id}-txn-markers",
-            request_timeout_ms=self.request_timeout_ms,
-        )
-        await wait_for(connection.connect(), CONNECT_TIMEOUT_S)
-        self._connections[broker_id] = connection
-        return connection
-
-    async def _drop(self, broker_id: int) -> None:
-        connection = self._connections.pop(broker_id, None)
-        if connection is not None:
-            with contextlib.suppress(Exception):
-                await connection.close()
 
     async def close(self) -> None:
         for sender in self._senders.values():
             sender.cancel()
         self._senders.clear()
         self._queues.clear()
-        for broker_id in list(self._connections):
-            await self._drop(broker_id)
+        await self.connections.close()
 
 
 class ZkTransactionCoordinator:
