@@ -165,8 +165,19 @@ class Processor:
     consumer: TxnConsumer
 
 
+def _start_processor(
+    make_producer: Callable[[], TxnProducer], make_consumer: Callable[[], TxnConsumer]
+) -> Processor:
+    """The producer first: its init ends the predecessor's transaction, whose pending offsets
+    would otherwise hold up the consumer's committed offsets (UNSTABLE_OFFSET_COMMIT)."""
+    producer = make_producer()
+    producer.init()
+    return Processor(producer, make_consumer())
+
+
 def consume_transform_produce(
-    make_processor: Callable[[], Processor],
+    make_producer: Callable[[], TxnProducer],
+    make_consumer: Callable[[], TxnConsumer],
     input_end: dict[TopicPartition, int],
     output_topic: str,
     between: Callable[[int], bool] = lambda step: False,
@@ -178,8 +189,7 @@ def consume_transform_produce(
     runs before each commit; when it returns True the processor crashes there (nothing closed,
     nothing aborted) and a new one takes over. Returns the history of the output transactions."""
     history: list[Transaction] = []
-    processor = make_processor()
-    processor.producer.init()
+    processor = _start_processor(make_producer, make_consumer)
     step = 0
     try:
         while not _reached(processor.consumer.positions(), input_end):
@@ -201,16 +211,16 @@ def consume_transform_produce(
                 processor.producer.flush()
                 if between(step):
                     history.append(Transaction(name, writes, Outcome.UNKNOWN))
-                    processor = make_processor()  # the old one is abandoned, not closed
-                    processor.producer.init()
+                    # the old one is abandoned, not closed
+                    processor = _start_processor(make_producer, make_consumer)
                     continue
                 processor.producer.commit()
             except (TransactionAbortable, OutcomeUnknown, ProducerFenced):
                 history.append(Transaction(name, writes, Outcome.UNKNOWN))
                 processor.producer.close()
                 processor.consumer.close()
-                processor = make_processor()  # rewinds to the committed offsets
-                processor.producer.init()
+                # rewinds to the committed offsets
+                processor = _start_processor(make_producer, make_consumer)
                 continue
             history.append(Transaction(name, writes, Outcome.COMMITTED))
     finally:
