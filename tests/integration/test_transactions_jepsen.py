@@ -35,6 +35,7 @@ from epochlog.testing.txn_checker import (
 from epochlog.testing.txn_workload import (
     ProducerFenced,
     TransactionAbortable,
+    TxnProducer,
     consume_transform_produce,
     plan_transactions,
     run_transactions,
@@ -151,15 +152,22 @@ def ctp_inputs(cluster: LocalCluster, topic: str, count: int) -> dict[tuple[str,
 
 
 def run_ctp(
-    cluster: LocalCluster, name: str, count: int, crash_steps: set[int], kill_every: int = 0
+    cluster: LocalCluster,
+    name: str,
+    count: int,
+    crash_steps: set[int],
+    kill_every: int = 0,
+    client: str = "confluent-kafka",
 ) -> None:
+    """Consume-transform-produce with `client`'s transactional producer (send_offsets with the
+    group of a read_committed confluent-kafka input consumer)."""
     (input_topic, _), _, (output_topic, _), _ = topics(cluster, f"{name}-in", f"{name}-out")
     input_end = ctp_inputs(cluster, input_topic, count)  # after the last record, not its marker
     group = f"{name}-group"
     rng = random.Random(name)
 
-    def producer() -> ConfluentProducer:
-        return ConfluentProducer(cluster.bootstrap_servers, f"{name}-processor")
+    def producer() -> TxnProducer:
+        return PRODUCERS[client](cluster.bootstrap_servers, f"{name}-processor")
 
     def consumer() -> ConfluentInputConsumer:
         return ConfluentInputConsumer(cluster.bootstrap_servers, group, list(input_end))
@@ -195,10 +203,11 @@ def run_ctp(
         assert any(t.outcome is Outcome.UNKNOWN for t in history)
 
 
+@pytest.mark.parametrize("client", sorted(PRODUCERS))
 def test_consume_transform_produce_is_exactly_once_across_a_processor_crash(
-    cluster: LocalCluster,
+    cluster: LocalCluster, client: str
 ) -> None:
-    run_ctp(cluster, "ctp", 40, crash_steps={2, 3})
+    run_ctp(cluster, f"ctp-{client.replace('-', '')}", 40, crash_steps={2, 3}, client=client)
 
 
 def test_a_partition_leader_killed_mid_transaction_commits_whole_or_aborts_whole(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import confluent_kafka as ck
@@ -36,6 +37,15 @@ CK_FENCED = {
 }
 
 
+@dataclass(frozen=True)
+class GroupToken:
+    """What `send_offsets` takes: the group's id (all kafka-python needs of a consumer that is
+    assigned, not subscribed) and librdkafka's own group metadata."""
+
+    group_id: str
+    confluent_metadata: object
+
+
 @contextmanager
 def _ck_errors() -> Iterator[None]:
     try:
@@ -49,6 +59,12 @@ def _ck_errors() -> Iterator[None]:
         if error.txn_requires_abort():
             raise TransactionAbortable(str(error)) from exc
         raise OutcomeUnknown(str(error)) from exc
+
+
+def _token(group: object) -> GroupToken:
+    if not isinstance(group, GroupToken):
+        raise TypeError(f"send_offsets takes a GroupToken, not {type(group).__name__}")
+    return group
 
 
 class ConfluentProducer:
@@ -77,7 +93,9 @@ class ConfluentProducer:
     def send_offsets(self, offsets: dict[TopicPartition, int], group: object) -> None:
         with _ck_errors():
             self.producer.send_offsets_to_transaction(
-                [ck.TopicPartition(t, p, o) for (t, p), o in offsets.items()], group, TIMEOUT_S
+                [ck.TopicPartition(t, p, o) for (t, p), o in offsets.items()],
+                _token(group).confluent_metadata,
+                TIMEOUT_S,
             )
 
     def commit(self) -> None:
@@ -141,7 +159,7 @@ class KafkaPythonProducer:
                     kafka.TopicPartition(t, p): OffsetAndMetadata(o, "", -1)
                     for (t, p), o in offsets.items()
                 },
-                group,
+                _token(group).group_id,
             )
 
     def commit(self) -> None:
@@ -162,6 +180,7 @@ class ConfluentInputConsumer:
     librdkafka reads with require_stable (KIP-447)."""
 
     def __init__(self, bootstrap: str, group: str, partitions: Sequence[TopicPartition]) -> None:
+        self.group = group
         self.consumer = ck.Consumer(
             {
                 "bootstrap.servers": bootstrap,
@@ -191,7 +210,7 @@ class ConfluentInputConsumer:
         return dict(self._positions)
 
     def group_metadata(self) -> object:
-        return self.consumer.consumer_group_metadata()
+        return GroupToken(self.group, self.consumer.consumer_group_metadata())
 
     def close(self) -> None:
         self.consumer.close()
