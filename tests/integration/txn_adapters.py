@@ -1,4 +1,4 @@
-"""confluent-kafka and kafka-python behind the workload's adapter protocols
+"""confluent-kafka, kafka-python and aiokafka behind the workload's adapter protocols
 (`epochlog.testing.txn_workload`): a transactional producer, a read_committed input consumer for
 consume-transform-produce, and a read_committed reader of whole partitions.
 
@@ -8,12 +8,15 @@ here once its transactional producer lands."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
+import aiokafka
+import aiokafka.errors as aerrors
 import confluent_kafka as ck
 import kafka
 import kafka.errors as kerrors
@@ -174,6 +177,83 @@ class KafkaPythonProducer:
         self.producer.close(timeout=5)
 
 
+@contextmanager
+def _aiokafka_errors() -> Iterator[None]:
+    try:
+        yield
+    except (aerrors.ProducerFenced, aerrors.InvalidProducerEpoch) as exc:
+        raise ProducerFenced(str(exc)) from exc
+    except (TimeoutError, aerrors.KafkaTimeoutError) as exc:
+        raise OutcomeUnknown(str(exc)) from exc
+    except (aerrors.KafkaError, aerrors.IllegalOperation) as exc:
+        raise TransactionAbortable(str(exc)) from exc
+
+
+class AiokafkaProducer:
+    """aiokafka on a loop of its own, driven one call at a time (every call waits for what it
+    started, so nothing is left running between calls)."""
+
+    def __init__(self, bootstrap: str, transactional_id: str, **conf: Any) -> None:
+        self.loop = asyncio.new_event_loop()
+
+        async def create() -> aiokafka.AIOKafkaProducer:  # aiokafka binds to the running loop
+            return aiokafka.AIOKafkaProducer(
+                bootstrap_servers=bootstrap, transactional_id=transactional_id, **conf
+            )
+
+        self.producer = self.loop.run_until_complete(create())
+        self.pending: list[asyncio.Future[Any]] = []
+        self.fenced = False
+
+    def _run(self, awaitable: Any) -> Any:
+        try:
+            with _aiokafka_errors():
+                return self.loop.run_until_complete(asyncio.wait_for(awaitable, TIMEOUT_S))
+        except ProducerFenced:
+            self.fenced = True
+            raise
+
+    def init(self) -> None:
+        self._run(self.producer.start())  # init_transactions happens in start()
+
+    def begin(self) -> None:
+        if self.fenced:  # aiokafka itself fails an assertion (FATAL_ERROR -> IN_TRANSACTION)
+            raise ProducerFenced("fenced by a newer producer with the same transactional id")
+        self._run(self.producer.begin_transaction())
+
+    def send(self, topic: str, partition: int, value: str) -> None:
+        self.pending.append(
+            self._run(self.producer.send(topic, value.encode(), partition=partition))
+        )
+
+    def flush(self) -> None:
+        pending, self.pending = self.pending, []
+        for delivery in pending:
+            self._run(delivery)
+
+    def send_offsets(self, offsets: dict[TopicPartition, int], group: object) -> None:
+        self._run(
+            self.producer.send_offsets_to_transaction(
+                {aiokafka.TopicPartition(t, p): o for (t, p), o in offsets.items()},
+                _token(group).group_id,
+            )
+        )
+
+    def commit(self) -> None:
+        self.flush()
+        self._run(self.producer.commit_transaction())
+
+    def abort(self) -> None:
+        self.pending = []
+        self._run(self.producer.abort_transaction())
+
+    def close(self) -> None:
+        # a fenced producer may fail to stop cleanly; the loop is closed all the same
+        with suppress(TimeoutError, aerrors.KafkaError):
+            self.loop.run_until_complete(asyncio.wait_for(self.producer.stop(), 10))
+        self.loop.close()
+
+
 class ConfluentInputConsumer:
     """A read_committed consumer of the input partitions, assigned (not subscribed, so an
     abandoned predecessor holds nothing up) from the group's committed offsets, which
@@ -287,4 +367,5 @@ ProducerFactory = Callable[[str, str], Any]  # (bootstrap, transactional id) -> 
 PRODUCERS: dict[str, ProducerFactory] = {
     "confluent-kafka": ConfluentProducer,
     "kafka-python": KafkaPythonProducer,
+    "aiokafka": AiokafkaProducer,
 }
