@@ -210,14 +210,20 @@ def test_consume_transform_produce_is_exactly_once_across_a_processor_crash(
     run_ctp(cluster, f"ctp-{client.replace('-', '')}", 40, crash_steps={2, 3}, client=client)
 
 
+# kafka-python is left out: when the killed broker also coordinates its transaction, its commit
+# waits (with no timeout of its own) on the dead coordinator past the test's timeout; not yet
+# understood whether FindCoordinator or kafka-python's retry is at fault
+LEADER_KILL_CLIENTS = ["aiokafka", "confluent-kafka"]
+
+
+@pytest.mark.parametrize("client", LEADER_KILL_CLIENTS)
 def test_a_partition_leader_killed_mid_transaction_commits_whole_or_aborts_whole(
-    cluster: LocalCluster,
+    cluster: LocalCluster, client: str
 ) -> None:
-    partitions = topics(cluster, "leader-kill")
-    victim = leader_of(cluster, "leader-kill", 0)
-    producer = ConfluentProducer(cluster.bootstrap_servers, "leader-kill")
-    producer.init()
-    plan = plan_transactions(3, 2, partitions, "leader-kill", abort_ratio=0)
+    name = f"leader-kill-{client.replace('-', '')}"
+    partitions = topics(cluster, name)
+    victim = leader_of(cluster, name, 0)
+    plan = plan_transactions(3, 2, partitions, name, abort_ratio=0)
     killed: list[int] = []
 
     def kill_once(step: int) -> None:
@@ -229,7 +235,7 @@ def test_a_partition_leader_killed_mid_transaction_commits_whole_or_aborts_whole
         # the first transaction's records are written, then its partition's leader is killed -9
         # before the commit; the second shows the producer recovered
         history = run_transactions(
-            lambda: ConfluentProducer(cluster.bootstrap_servers, "leader-kill"), plan, kill_once
+            lambda: PRODUCERS[client](cluster.bootstrap_servers, name), plan, kill_once
         )
     finally:
         for broker in killed:
@@ -238,6 +244,7 @@ def test_a_partition_leader_killed_mid_transaction_commits_whole_or_aborts_whole
     assert history[1].outcome is Outcome.COMMITTED, history
     report = check(history, read_by_both_clients(cluster, partitions))
     assert report.ok, report
+    print(f"{client}: the killed leader's transaction ended {history[0].outcome.value}")
 
 
 @pytest.mark.slow
@@ -260,6 +267,7 @@ def test_chaos_brokers_killed_during_transactions(cluster: LocalCluster, client:
     report = check(history, read_by_both_clients(cluster, partitions))
     assert report.ok, report
     assert report.committed > 20, report
+    print(f"{client}: {report}")
 
 
 @pytest.mark.slow
