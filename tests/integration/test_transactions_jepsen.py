@@ -19,6 +19,7 @@ Its own cluster: brokers are killed (and started again)."""
 from __future__ import annotations
 
 import random
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -273,3 +274,54 @@ def test_chaos_brokers_killed_during_transactions(cluster: LocalCluster, client:
 @pytest.mark.slow
 def test_chaos_consume_transform_produce_with_brokers_killed(cluster: LocalCluster) -> None:
     run_ctp(cluster, "ctp-chaos", 200, crash_steps={4, 9}, kill_every=5)
+
+
+class Nemesis(threading.Thread):
+    """Kills a random broker -9 and starts it again, over and over, at random moments (so that
+    kills land inside sends and commits too), until stopped."""
+
+    def __init__(self, cluster: LocalCluster, seed: str) -> None:
+        super().__init__(daemon=True)
+        self.cluster = cluster
+        self.rng = random.Random(seed)
+        self.stopped = threading.Event()
+        self.kills = 0
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            while not self.stopped.wait(self.rng.uniform(0.5, 2.5)):
+                broker = self.rng.choice(sorted(self.cluster.brokers))
+                self.cluster.kill_broker(broker)
+                self.kills += 1
+                self.stopped.wait(self.rng.uniform(0.0, 1.5))
+                self.cluster.start_broker(broker)
+        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+            self.error = exc
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join()
+        for broker_id, broker in self.cluster.brokers.items():
+            if not broker.is_running():
+                self.cluster.start_broker(broker_id)
+        if self.error is not None:
+            raise self.error
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("client", LEADER_KILL_CLIENTS)
+def test_chaos_brokers_killed_at_random_moments(cluster: LocalCluster, client: str) -> None:
+    name = f"nemesis-{client.replace('-', '')}"
+    partitions = topics(cluster, f"{name}-a", f"{name}-b")
+    plan = plan_transactions(29, 200, partitions, name)
+    nemesis = Nemesis(cluster, name)
+    nemesis.start()
+    try:
+        history = run_transactions(lambda: PRODUCERS[client](cluster.bootstrap_servers, name), plan)
+    finally:
+        nemesis.stop()
+    report = check(history, read_by_both_clients(cluster, partitions))
+    assert report.ok, report
+    assert nemesis.kills > 0
+    print(f"{client}: {nemesis.kills} kills; {report}")
