@@ -217,7 +217,7 @@ def test_consume_transform_produce_is_exactly_once_across_a_processor_crash(
 # sends the EndTxn again (its debug log shows no request for the rest of the run, while
 # FindCoordinator names the new coordinator within seconds); commit_transaction() has no timeout,
 # so it waits forever. confluent-kafka and aiokafka ask again and commit.
-LEADER_KILL_CLIENTS = ["aiokafka", "confluent-kafka"]
+LEADER_KILL_CLIENTS = ["aiokafka", "confluent-kafka", "epochlog"]
 
 
 @pytest.mark.parametrize("client", LEADER_KILL_CLIENTS)

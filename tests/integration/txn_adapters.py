@@ -1,10 +1,9 @@
-"""confluent-kafka, kafka-python and aiokafka behind the workload's adapter protocols
-(`epochlog.testing.txn_workload`): a transactional producer, a read_committed input consumer for
-consume-transform-produce, and a read_committed reader of whole partitions.
+"""confluent-kafka, kafka-python, aiokafka and the epochlog client behind the workload's adapter
+protocols (`epochlog.testing.txn_workload`): a transactional producer, a read_committed input
+consumer for consume-transform-produce, and a read_committed reader of whole partitions.
 
 Each producer adapter maps its client's errors to the three kinds the workload tells apart:
-fenced (fatal), abortable, and outcome unknown. The epochlog client gets an adapter of its own
-here once its transactional producer lands."""
+fenced (fatal), abortable, and outcome unknown."""
 
 from __future__ import annotations
 
@@ -22,6 +21,9 @@ import kafka
 import kafka.errors as kerrors
 from kafka.structs import OffsetAndMetadata
 
+import epochlog.client as ec
+from epochlog.client.transaction_manager import TransactionStateError
+from epochlog.protocol.errors import ErrorCode
 from epochlog.testing.txn_checker import ReadRecord
 from epochlog.testing.txn_workload import (
     OutcomeUnknown,
@@ -254,6 +256,77 @@ class AiokafkaProducer:
         self.loop.close()
 
 
+EPOCHLOG_FENCED = {ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH}
+
+
+def _fenced_cause(exc: BaseException) -> bool:
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, ec.KafkaError) and cause.code in EPOCHLOG_FENCED:
+            return True
+        cause = cause.__cause__
+    return False
+
+
+@contextmanager
+def _epochlog_errors() -> Iterator[None]:
+    try:
+        yield
+    except TransactionStateError as exc:
+        if _fenced_cause(exc) or "FATAL_ERROR" in str(exc):
+            raise ProducerFenced(str(exc)) from exc
+        raise TransactionAbortable(str(exc)) from exc
+    except (TimeoutError, ec.DeliveryTimeoutError) as exc:
+        raise OutcomeUnknown(str(exc)) from exc
+    except ec.ClientError as exc:
+        if _fenced_cause(exc):
+            raise ProducerFenced(str(exc)) from exc
+        raise TransactionAbortable(str(exc)) from exc
+
+
+class EpochlogProducer:
+    """The epochlog client's transactional producer (`epochlog.client.Producer`)."""
+
+    def __init__(self, bootstrap: str, transactional_id: str, **conf: Any) -> None:
+        self.producer = ec.Producer(
+            {"bootstrap.servers": bootstrap, "transactional.id": transactional_id, **conf}
+        )
+
+    def init(self) -> None:
+        with _epochlog_errors():
+            self.producer.init_transactions(TIMEOUT_S)
+
+    def begin(self) -> None:
+        with _epochlog_errors():
+            self.producer.begin_transaction()
+
+    def send(self, topic: str, partition: int, value: str) -> None:
+        with _epochlog_errors():
+            self.producer.send(topic, value.encode(), partition=partition)
+
+    def flush(self) -> None:
+        with _epochlog_errors():
+            self.producer.flush(TIMEOUT_S)
+
+    def send_offsets(self, offsets: dict[TopicPartition, int], group: object) -> None:
+        with _epochlog_errors():
+            self.producer.send_offsets_to_transaction(
+                offsets, ec.ConsumerGroupMetadata(_token(group).group_id), TIMEOUT_S
+            )
+
+    def commit(self) -> None:
+        with _epochlog_errors():
+            self.producer.commit_transaction(TIMEOUT_S)
+
+    def abort(self) -> None:
+        with _epochlog_errors():
+            self.producer.abort_transaction(TIMEOUT_S)
+
+    def close(self) -> None:
+        with suppress(ec.ClientError, TimeoutError):
+            self.producer.close(5)
+
+
 class ConfluentInputConsumer:
     """A read_committed consumer of the input partitions, assigned (not subscribed, so an
     abandoned predecessor holds nothing up) from the group's committed offsets, which
@@ -368,4 +441,5 @@ PRODUCERS: dict[str, ProducerFactory] = {
     "confluent-kafka": ConfluentProducer,
     "kafka-python": KafkaPythonProducer,
     "aiokafka": AiokafkaProducer,
+    "epochlog": EpochlogProducer,
 }
