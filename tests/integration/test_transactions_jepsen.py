@@ -220,7 +220,14 @@ def test_consume_transform_produce_is_exactly_once_across_a_processor_crash(
 LEADER_KILL_CLIENTS = ["aiokafka", "confluent-kafka", "epochlog"]
 
 
-@pytest.mark.parametrize("client", LEADER_KILL_CLIENTS)
+@pytest.mark.parametrize(
+    "client",
+    # confluent-kafka in the default suite, the others (10 s each) with the slow runs
+    [
+        c if c == "confluent-kafka" else pytest.param(c, marks=pytest.mark.slow)
+        for c in LEADER_KILL_CLIENTS
+    ],
+)
 def test_a_partition_leader_killed_mid_transaction_commits_whole_or_aborts_whole(
     cluster: LocalCluster, client: str
 ) -> None:
