@@ -117,9 +117,6 @@ KNOWN_REASONS: dict[str, str] = {
     "test_alter_replica_log_dirs": "the test assumes one broker: partition 0 of its topic may be"
     " on another broker than the first one described, which answers REPLICA_NOT_AVAILABLE, as"
     " Kafka does (it passes with --brokers 1)",
-    "test_transactional_producer_offsets": "send_offsets_to_transaction needs TxnOffsetCommit"
-    " (28), which the group coordinator does not serve yet: kafka-python waits for it until the"
-    " test's timeout",
     "test_ssl_handshake": "the SSL fixture starts its own Kafka from a Kafka distribution (it"
     " ignores KAFKA_URI), and epochlog serves PLAINTEXT only",
     "test_legacy_kafka_client_ssl": "the SSL fixture starts its own Kafka from a Kafka"
