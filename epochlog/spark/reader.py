@@ -26,8 +26,11 @@ offset, and if that is not 0 it is data loss (failOnDataLoss); one that disappea
 deleted) is data loss and leaves the offsets, so a topic re-created later is a new partition
 read from its start.
 
-Progress group: with kafka.group.id or groupIdPrefix, `commit` commits each batch's end to that
-group (`progress_group`), for `epochlog groups describe`.
+Progress group: with kafka.group.id or groupIdPrefix, the source commits the offsets the query
+has processed to that group (`progress_group`), for `epochlog groups describe`. Spark calls
+`commit(end)` of batch N only when it plans batch N+1, so the last batch of a Trigger.AvailableNow
+run is never committed that way; but Spark asks `latestOffset(start)` only once every batch up
+to `start` is done (its commit log written), so `start` is committed there too.
 """
 
 from __future__ import annotations
@@ -149,6 +152,7 @@ class EpochlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._view: ClusterView | None = None
         group = options.commit_group()  # once per run: groupIdPrefix makes a fresh one
         self._progress = ProgressGroup(options.client, group) if group is not None else None
+        self._progress_committed: Offsets = {}
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
@@ -182,6 +186,7 @@ class EpochlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = from_json(start)
+        self._commit_progress(begin)
         tps = self.view.partitions()
         if self._available_now_end is not None:
             tps = [tp for tp in tps if tp in self._available_now_end]
@@ -270,8 +275,16 @@ class EpochlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def commit(self, end: dict) -> None:
         # Spark's checkpoint is the truth; the progress group, if any, is for lag reporting.
-        if self._progress is not None:
-            self._progress.commit(from_json(end))
+        self._commit_progress(from_json(end))
+
+    def _commit_progress(self, offsets: Offsets) -> None:
+        if (
+            self._progress is not None
+            and offsets
+            and offsets != self._progress_committed
+            and self._progress.commit(offsets)
+        ):
+            self._progress_committed = dict(offsets)
 
     def stop(self) -> None:
         if self._progress is not None:

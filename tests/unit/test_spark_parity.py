@@ -252,3 +252,23 @@ def test_a_new_partition_not_starting_at_zero_is_data_loss() -> None:
         {("t", 0): 0, ("t", 1): 3}, {("t", 0): 5, ("t", 1): 6}, failOnDataLoss="false"
     )
     assert r.latestOffset({"t": {"0": 5}}, ReadAllAvailable()) == {"t": {"0": 5, "1": 6}}
+
+
+class _Group:
+    def __init__(self) -> None:
+        self.commits: list[dict] = []
+
+    def commit(self, offsets: dict) -> bool:
+        self.commits.append(dict(offsets))
+        return True
+
+
+def test_the_progress_group_gets_each_finished_batchs_end_once() -> None:
+    r = _reader({("t", 0): 0}, {("t", 0): 5}, **{"kafka.group.id": "g"})
+    group = _Group()
+    r._progress = group  # type: ignore[assignment]
+    end = r.latestOffset({"t": {"0": 0}}, ReadAllAvailable())
+    assert group.commits == [{("t", 0): 0}]  # where the query stands before batch 0
+    r.commit(end)  # Spark: batch 0 done, batch 1 planned
+    r.latestOffset(end, ReadAllAvailable())  # the same offsets: not committed again
+    assert group.commits == [{("t", 0): 0}, {("t", 0): 5}]
