@@ -357,7 +357,7 @@ _BYTES_TYPES = ("binary", "string")
 
 def check_sink_columns(columns: Mapping[str, str], *, has_topic_option: bool) -> None:
     """The input columns of Spark's Kafka sink: value (required), key, headers, topic,
-    partition. Raises OptionError naming the column."""
+    partition, timestamp (the record's). Raises OptionError naming the column."""
     lowered = {name.lower(): kind for name, kind in columns.items()}
     if "value" not in lowered:
         raise OptionError("value", f"column 'value' is required (columns: {sorted(columns)})")
@@ -371,6 +371,10 @@ def check_sink_columns(columns: Mapping[str, str], *, has_topic_option: bool) ->
             raise OptionError("topic", f"column 'topic' must be string, not {lowered['topic']}")
     elif not has_topic_option:
         raise OptionError("topic", "no 'topic' column and no topic option")
+    if "timestamp" in lowered and lowered["timestamp"] not in ("timestamp", "timestamp_ntz"):
+        raise OptionError(
+            "timestamp", f"column 'timestamp' must be timestamp, not {lowered['timestamp']}"
+        )
     if "partition" in lowered and lowered["partition"] not in ("int", "integer"):
         raise OptionError(
             "partition", f"column 'partition' must be int, not {lowered['partition']}"

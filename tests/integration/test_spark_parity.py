@@ -6,6 +6,7 @@ tests/unit/test_spark_parity.py."""
 
 from __future__ import annotations
 
+import datetime
 import time
 
 import pytest
@@ -106,7 +107,9 @@ def test_batch_overwrite_is_refused_and_nothing_written(spark, spark_cluster) ->
     assert consume_all(bootstrap, topic) == []
 
 
-def test_the_default_save_mode_is_refused_by_pyspark_and_append_writes(spark, spark_cluster) -> None:
+def test_the_default_save_mode_is_refused_by_pyspark_and_append_writes(
+    spark, spark_cluster
+) -> None:
     bootstrap = spark_cluster.bootstrap_servers
     topic = create_topic(bootstrap, unique_topic("par-mode"), 1)
     writer = _sink_df(spark).write.format("epochlog").option("bootstrap.servers", bootstrap)
@@ -114,6 +117,27 @@ def test_the_default_save_mode_is_refused_by_pyspark_and_append_writes(spark, sp
         writer.option("topic", topic).save()
     writer.option("topic", topic).mode("append").save()
     assert [r.value for r in consume_all(bootstrap, topic)] == [b"v"]
+
+
+def test_the_sink_writes_the_timestamp_column(spark, spark_cluster) -> None:
+    bootstrap = spark_cluster.bootstrap_servers
+    topic = create_topic(bootstrap, unique_topic("par-ts"), 1)
+    # recent (retention would delete older records), out of order, one with milliseconds
+    a_ms = (int(time.time()) - 3600) * 1000
+    b_ms = a_ms - 7_200_000 + 500
+    utc = datetime.UTC
+    df = spark.createDataFrame(
+        [
+            ("a", datetime.datetime.fromtimestamp(a_ms / 1000, utc)),
+            ("b", datetime.datetime.fromtimestamp(b_ms / 1000, utc)),
+        ],
+        "value string, timestamp timestamp",
+    ).coalesce(1)
+    df.write.format("epochlog").option("bootstrap.servers", bootstrap).option(
+        "topic", topic
+    ).mode("append").save()
+    got = {r.value: r.timestamp for r in consume_all(bootstrap, topic)}
+    assert got == {b"a": a_ms, b"b": b_ms}
 
 
 # ------------------------------------------------------------------ streaming (slow)

@@ -272,3 +272,50 @@ def test_the_progress_group_gets_each_finished_batchs_end_once() -> None:
     r.commit(end)  # Spark: batch 0 done, batch 1 planned
     r.latestOffset(end, ReadAllAvailable())  # the same offsets: not committed again
     assert group.commits == [{("t", 0): 0}, {("t", 0): 5}]
+
+
+# ------------------------------------------------------------------ the sink's timestamp column
+
+
+def test_the_sink_timestamp_column_gives_each_record_its_time() -> None:
+    import datetime as dt
+
+    import numpy as np
+    import pyarrow as pa
+
+    from epochlog.protocol.records import decode_batch
+    from epochlog.spark.arrow_records import encode_records
+    from epochlog.spark.writer import record_timestamps
+
+    utc = dt.UTC
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "value": pa.array([b"a", b"b", b"c"]),
+            "timestamp": pa.array(
+                [dt.datetime(2024, 1, 1, tzinfo=utc), None, dt.datetime(2023, 1, 1, tzinfo=utc)],
+                pa.timestamp("us", tz="UTC"),
+            ),
+        }
+    )
+    stamps = record_timestamps(batch, now=1_000)
+    assert stamps is not None
+    assert stamps.tolist() == [1704067200000, 1000, 1672531200000]
+    assert record_timestamps(pa.RecordBatch.from_pydict({"value": [b"x"]}), 5) is None
+    (encoded,) = encode_records(pa.array([None, None, None], pa.binary()), batch.column(0), stamps)
+    decoded = decode_batch(encoded.data)
+    assert [r.timestamp for r in decoded.records] == [1704067200000, 1000, 1672531200000]
+    assert [r.value for r in decoded.records] == [b"a", b"b", b"c"]
+    assert decoded.header.max_timestamp == 1704067200000
+    # with headers (the protocol's builder), the same timestamps
+    (with_headers,) = encode_records(
+        pa.array([None] * 3, pa.binary()), batch.column(0), stamps, headers=[[("h", b"1")]] * 3
+    )
+    assert [r.timestamp for r in decode_batch(with_headers.data).records] == stamps.tolist()
+    assert np.array_equal(stamps, np.array([1704067200000, 1000, 1672531200000]))
+
+
+def test_a_timestamp_column_of_another_type_is_refused() -> None:
+    from epochlog.spark.options import check_sink_columns
+
+    with pytest.raises(OptionError, match="column 'timestamp' must be timestamp"):
+        check_sink_columns({"value": "binary", "timestamp": "bigint"}, has_topic_option=True)
