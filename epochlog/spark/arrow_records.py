@@ -827,9 +827,7 @@ def _encode_with_headers(
     """Rows with headers: the protocol's builder, a record at a time (the uncommon case)."""
     out: list[EncodedBatch] = []
     builder = RecordBatchBuilder(compression)
-    stamps = (
-        timestamp.tolist() if isinstance(timestamp, np.ndarray) else [timestamp] * len(values)
-    )
+    stamps = timestamp.tolist() if isinstance(timestamp, np.ndarray) else [timestamp] * len(values)
     for key, value, hdrs, ts in zip(
         keys.to_pylist(), values.to_pylist(), headers, stamps, strict=True
     ):

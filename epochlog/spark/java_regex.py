@@ -139,7 +139,7 @@ def _group_opening(pattern: str, i: int, out: list[str]) -> int:
         return i + 2 + named.end()
     flags = re.match(r"([A-Za-z]*)(?:-([A-Za-z]*))?([:)])", rest)
     if flags is None:
-        raise JavaRegexError(f"unknown group construct at {pattern[i:i + 4]!r}")
+        raise JavaRegexError(f"unknown group construct at {pattern[i : i + 4]!r}")
     used = set(flags.group(1)) | set(flags.group(2) or "")
     bad = sorted(used - _ALLOWED_FLAGS)
     if bad:

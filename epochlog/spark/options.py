@@ -127,9 +127,7 @@ def _offset_spec(
         if prefix == "ending" and off == EARLIEST:
             raise OptionError(name, f"{tp[0]}-{tp[1]}: -2 (earliest) is not a valid end")
         if prefix == "starting" and off == LATEST and not streaming:
-            raise OptionError(
-                name, f"{tp[0]}-{tp[1]}: -1 (latest) is not valid for batch queries"
-            )
+            raise OptionError(name, f"{tp[0]}-{tp[1]}: -1 (latest) is not valid for batch queries")
     return OffsetSpec("offsets", offsets=offsets)
 
 
@@ -229,8 +227,10 @@ def parse_source_options(
         raise OptionError("startingOffsetsByTimestampStrategy", f"{strategy!r}: error or latest")
     max_per_trigger = _positive(opts, "maxOffsetsPerTrigger")
     min_per_trigger = _positive(opts, "minOffsetsPerTrigger")
-    if min_per_trigger is not None and max_per_trigger is not None and (
-        min_per_trigger > max_per_trigger
+    if (
+        min_per_trigger is not None
+        and max_per_trigger is not None
+        and (min_per_trigger > max_per_trigger)
     ):
         raise OptionError(
             "minOffsetsPerTrigger",

@@ -133,9 +133,9 @@ def test_the_sink_writes_the_timestamp_column(spark, spark_cluster) -> None:
         ],
         "value string, timestamp timestamp",
     ).coalesce(1)
-    df.write.format("epochlog").option("bootstrap.servers", bootstrap).option(
-        "topic", topic
-    ).mode("append").save()
+    df.write.format("epochlog").option("bootstrap.servers", bootstrap).option("topic", topic).mode(
+        "append"
+    ).save()
     got = {r.value: r.timestamp for r in consume_all(bootstrap, topic)}
     assert got == {b"a": a_ms, b"b": b_ms}
 

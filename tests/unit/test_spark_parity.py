@@ -248,9 +248,7 @@ def test_a_new_partition_not_starting_at_zero_is_data_loss() -> None:
     r = _reader({("t", 0): 0, ("t", 1): 3}, {("t", 0): 5, ("t", 1): 6})
     with pytest.raises(DataLossError, match="added partition t-1 starts from 3 instead of 0"):
         r.latestOffset({"t": {"0": 5}}, ReadAllAvailable())
-    r = _reader(
-        {("t", 0): 0, ("t", 1): 3}, {("t", 0): 5, ("t", 1): 6}, failOnDataLoss="false"
-    )
+    r = _reader({("t", 0): 0, ("t", 1): 3}, {("t", 0): 5, ("t", 1): 6}, failOnDataLoss="false")
     assert r.latestOffset({"t": {"0": 5}}, ReadAllAvailable()) == {"t": {"0": 5, "1": 6}}
 
 
