@@ -317,3 +317,40 @@ def test_a_timestamp_column_of_another_type_is_refused() -> None:
 
     with pytest.raises(OptionError, match="column 'timestamp' must be timestamp"):
         check_sink_columns({"value": "binary", "timestamp": "bigint"}, has_topic_option=True)
+
+
+def test_register_carries_spark_network_timeout_to_the_workers() -> None:
+    import pickle
+
+    from pyspark import cloudpickle
+
+    from epochlog.spark import register
+
+    class _Conf:
+        def __init__(self, value: str | None) -> None:
+            self.value = value
+
+        def get(self, key: str, default: str | None = None) -> str | None:
+            assert key == "spark.network.timeout"
+            return self.value if self.value is not None else default
+
+    class _Spark:
+        def __init__(self, value: str | None) -> None:
+            self.conf = _Conf(value)
+            self.registered: list = []
+            self.dataSource = self  # noqa: N815 - pyspark's attribute name
+
+        def register(self, cls: type) -> None:
+            self.registered.append(cls)
+
+    plain = _Spark(None)
+    register(plain)
+    assert plain.registered == [EpochlogDataSource]
+    timed = _Spark("45s")
+    register(timed)
+    (cls,) = timed.registered
+    assert cls.name() == "epochlog" and issubclass(cls, EpochlogDataSource)
+    # Spark ships the class to its Python workers pickled: the timeout must travel with it
+    shipped = pickle.loads(cloudpickle.dumps(cls))
+    source_opts = shipped({**BOOT, "subscribe": "t"})._source_options(_schema(), streaming=True)
+    assert source_opts.poll_timeout_ms == 45_000
