@@ -1,6 +1,7 @@
 """The parity table: every option of Spark's Kafka source and sink that `format("epochlog")`
 takes, what it does here, and the test that shows it. README.md's table is `render()`'s output
-(`python -m epochlog.spark.parity` prints it); tests/unit/test_spark_parity_table.py checks
+(`python -m epochlog.spark.parity` prints it, `... --update README.md` rewrites README's block);
+tests/unit/test_spark_parity_table.py checks
 that the README matches and that the rows are exactly the options `options.py` reads.
 """
 
@@ -102,7 +103,7 @@ OPTIONS: tuple[ParityRow, ...] = (
         "fetchOffset.numRetries",
         "source",
         "driver offset lookups retried (default 3)",
-        UNIT + "::test_fetch_offset_retries_are_parsed_with_sparks_defaults",
+        UNIT + "::test_driver_lookups_try_fetch_offset_num_retries_more_times",
     ),
     ParityRow(
         "fetchOffset.retryIntervalMs",
@@ -255,5 +256,19 @@ def render() -> str:
     return "\n".join(lines)
 
 
+def update_readme(text: str) -> str:
+    """`text` (README.md) with its parity block replaced by `render()`."""
+    start, end = text.index(BEGIN), text.index(END) + len(END)
+    return text[:start] + render() + text[end:]
+
+
 if __name__ == "__main__":
-    print(render())
+    import sys
+
+    if sys.argv[1:] == ["--update", "README.md"]:
+        with open("README.md") as f:
+            updated = update_readme(f.read())
+        with open("README.md", "w") as f:
+            f.write(updated)
+    else:
+        print(render())

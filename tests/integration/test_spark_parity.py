@@ -7,10 +7,12 @@ tests/unit/test_spark_parity.py."""
 from __future__ import annotations
 
 import datetime
+import json
 import time
 
 import pytest
 
+from epochlog.cli.main import main as epochlog_main
 from epochlog.client import Admin
 from tests.integration.spark_fixtures import (  # noqa: F401 - fixtures
     consume_all,
@@ -160,7 +162,7 @@ def _committed(bootstrap: str, group: str) -> dict:
 
 
 @pytest.mark.slow
-def test_kafka_group_id_gets_the_querys_progress(spark, spark_cluster, tmp_path) -> None:
+def test_kafka_group_id_gets_the_querys_progress(spark, spark_cluster, tmp_path, capsys) -> None:
     bootstrap = spark_cluster.bootstrap_servers
     topic = create_topic(bootstrap, unique_topic("par-group"), 2)
     produce(bootstrap, topic, [b"a"] * 5, partition=0)
@@ -181,6 +183,13 @@ def test_kafka_group_id_gets_the_querys_progress(spark, spark_cluster, tmp_path)
     )
     query.awaitTermination(180)
     assert _committed(bootstrap, group) == {(topic, 0): 5, (topic, 1): 3}
+    # `epochlog groups describe` shows the query's lag once more records arrive
+    produce(bootstrap, topic, [b"c"] * 2, partition=1)
+    capsys.readouterr()
+    code = epochlog_main(["groups", "describe", group, "--json", "--bootstrap-server", bootstrap])
+    (report,) = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert sorted((r["partition"], r["lag"]) for r in report["partitions"]) == [(0, 0), (1, 2)]
 
 
 @pytest.mark.slow

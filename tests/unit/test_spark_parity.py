@@ -354,3 +354,25 @@ def test_register_carries_spark_network_timeout_to_the_workers() -> None:
     shipped = pickle.loads(cloudpickle.dumps(cls))
     source_opts = shipped({**BOOT, "subscribe": "t"})._source_options(_schema(), streaming=True)
     assert source_opts.poll_timeout_ms == 45_000
+
+
+@pytest.mark.parametrize("retries", [0, 2])
+def test_driver_lookups_try_fetch_offset_num_retries_more_times(retries: int) -> None:
+    from epochlog.client.errors import KafkaError
+    from epochlog.protocol.errors import ErrorCode
+    from epochlog.spark.clients import ClusterView
+
+    options = source(
+        subscribe="t",
+        **{"fetchOffset.numRetries": str(retries), "fetchOffset.retryIntervalMs": "1"},
+    )
+    view = ClusterView(options)
+    calls: list[int] = []
+
+    def lookup() -> int:
+        calls.append(1)
+        raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "lookup")
+
+    with pytest.raises(KafkaError):
+        view._call("driver-consumer", lookup)
+    assert len(calls) == retries + 1

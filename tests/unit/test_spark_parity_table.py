@@ -41,4 +41,4 @@ def test_every_row_names_a_test_that_exists() -> None:
 
 def test_the_readme_holds_the_generated_table() -> None:
     readme = (ROOT / "README.md").read_text()
-    assert render() in readme, "regenerate it: python -m epochlog.spark.parity"
+    assert render() in readme, "regenerate it: python -m epochlog.spark.parity --update README.md"
