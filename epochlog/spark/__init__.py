@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from epochlog.spark.options import parse_duration_ms
 from epochlog.spark.source import EpochlogDataSource
 from epochlog.spark.worker_python import worker_python
 
@@ -20,5 +21,19 @@ __all__ = ["EpochlogDataSource", "register", "worker_python"]
 
 
 def register(spark: Any) -> None:
-    """Register format("epochlog") in this SparkSession."""
-    spark.dataSource.register(EpochlogDataSource)
+    """Register format("epochlog") in this SparkSession, with the session's
+    spark.network.timeout as kafkaConsumer.pollTimeoutMs's default (as Spark's Kafka source)."""
+    timeout = spark.conf.get("spark.network.timeout", None)
+    if timeout is None:
+        spark.dataSource.register(EpochlogDataSource)
+        return
+    ms = network_timeout_ms(timeout)
+    # A class made here is pickled by value, so the timeout travels to Spark's Python workers.
+    source = type("EpochlogDataSource", (EpochlogDataSource,), {"network_timeout_ms": ms})
+    spark.dataSource.register(source)
+
+
+def network_timeout_ms(text: str) -> int:
+    """spark.network.timeout in milliseconds: a bare number is seconds, as in Spark."""
+    value = str(text).strip()
+    return parse_duration_ms("spark.network.timeout", value + "s" if value.isdigit() else value)

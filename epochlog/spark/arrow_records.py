@@ -110,6 +110,15 @@ def _varint_sizes(zigzagged: np.ndarray) -> np.ndarray:
     return 1 + (v >= 1 << 7).astype(np.int64) + (v >= 1 << 14) + (v >= 1 << 21) + (v >= 1 << 28)
 
 
+def _varlong_sizes(zigzagged: np.ndarray) -> np.ndarray:
+    """Encoded sizes of non-negative (already zig-zagged) values below 2**63: timestamp
+    deltas, which may need more than the 5 bytes `_varint_sizes` counts."""
+    sizes = np.ones(len(zigzagged), np.int64)
+    for k in range(1, 9):
+        sizes += zigzagged >= 1 << (7 * k)
+    return sizes
+
+
 def _write_varints(
     out: np.ndarray, pos: np.ndarray, zigzagged: np.ndarray, sizes: np.ndarray
 ) -> None:
@@ -657,17 +666,21 @@ class EncodedBatch:
 def encode_records(
     keys: pa.Array,
     values: pa.Array,
-    timestamp: int,
+    timestamp: int | np.ndarray,
     *,
     headers: Sequence[Headers] | None = None,
     max_batch_bytes: int = 512 * 1024,
     compression: Compression = Compression.NONE,
 ) -> list[EncodedBatch]:
     """Record batches of the rows (binary arrays of equal length), in row order, each at most
-    `max_batch_bytes` before compression unless it holds a single record."""
+    `max_batch_bytes` before compression unless it holds a single record. `timestamp` is one
+    for every record, or one per record (int64 milliseconds): then each batch's base timestamp
+    is its first record's, and each record carries its delta from it, as Kafka's producer."""
     n = len(values)
     if n == 0:
         return []
+    if isinstance(timestamp, np.ndarray) and len(timestamp) != n:
+        raise ValueError(f"{len(timestamp)} timestamps for {n} records")
     if headers is not None and any(headers):
         return _encode_with_headers(keys, values, timestamp, headers, max_batch_bytes, compression)
     key_len, key_from, key_data = _binary_parts(keys)
@@ -675,8 +688,9 @@ def encode_records(
     kz, vz = _zigzag(key_len), _zigzag(value_len)
     k_size, v_size = _varint_sizes(kz), _varint_sizes(vz)
     fixed = 3 + k_size + np.maximum(key_len, 0) + v_size + np.maximum(value_len, 0)  # + delta
-    # An upper bound per record (offset delta <= 5 bytes, length prefix <= 5) to cut batches.
-    bound = np.cumsum(fixed + 10)
+    # An upper bound per record (offset delta <= 5 bytes, length prefix <= 5, a timestamp delta
+    # <= 10) to cut batches.
+    bound = np.cumsum(fixed + (19 if isinstance(timestamp, np.ndarray) else 10))
     out: list[EncodedBatch] = []
     lo = 0
     while lo < n:
@@ -720,14 +734,23 @@ def _encode_chunk(
     vz: np.ndarray,
     v_size: np.ndarray,
     fixed: np.ndarray,
-    timestamp: int,
+    timestamp: int | np.ndarray,
     compression: Compression,
 ) -> EncodedBatch:
     m = hi - lo
     sl = slice(lo, hi)
     delta_z = np.arange(m, dtype=np.int64) << 1
     d_size = _varint_sizes(delta_z)
-    body = fixed[sl] + d_size
+    if isinstance(timestamp, np.ndarray):
+        stamps = timestamp[sl].astype(np.int64)
+        base, newest = int(stamps[0]), int(stamps.max())
+        tz = _zigzag(stamps - base)
+        t_size = _varlong_sizes(tz)
+    else:
+        base = newest = timestamp
+        tz = None
+        t_size = np.ones(m, np.int64)  # a delta of 0: one byte
+    body = fixed[sl] + d_size + t_size - 1  # `fixed` counts one timestamp delta byte
     body_z = body << 1
     b_size = _varint_sizes(body_z)
     record = b_size + body
@@ -736,7 +759,10 @@ def _encode_chunk(
     total = int(start[-1] + record[-1])
     out = np.zeros(total, np.uint8)  # attributes, timestamp delta 0 and header count 0 stay 0
     _write_varints(out, start, body_z, b_size)
-    pos = start + b_size + 2  # attributes, timestamp delta
+    pos = start + b_size + 1  # attributes
+    if tz is not None:
+        _write_varints(out, pos, tz, t_size)
+    pos += t_size  # the timestamp delta
     _write_varints(out, pos, delta_z, d_size)
     pos += d_size
     _write_varints(out, pos, kz[sl], k_size[sl])
@@ -746,7 +772,7 @@ def _encode_chunk(
     _write_varints(out, pos, vz[sl], v_size[sl])
     pos += v_size[sl]
     _copy_ranges(out, pos, value_len[sl], value_from[sl], value_data)
-    return EncodedBatch(_finish_batch(out.tobytes(), m, timestamp, compression), m)
+    return EncodedBatch(_finish_batch(out.tobytes(), m, base, newest, compression), m)
 
 
 def _copy_ranges(
@@ -763,7 +789,9 @@ def _copy_ranges(
     out[_range_mask(len(out), to[nonempty], sizes[nonempty])] = data[first : first + total]
 
 
-def _finish_batch(records: bytes, count: int, timestamp: int, compression: Compression) -> bytes:
+def _finish_batch(
+    records: bytes, count: int, timestamp: int, max_timestamp: int, compression: Compression
+) -> bytes:
     payload = records if compression is Compression.NONE else compress(compression, records)
     batch = bytearray(BATCH_HEADER_SIZE)
     batch += payload
@@ -778,7 +806,7 @@ def _finish_batch(records: bytes, count: int, timestamp: int, compression: Compr
         int(compression),
         count - 1,
         timestamp,
-        timestamp,
+        max_timestamp,
         NO_PRODUCER_ID,
         NO_PRODUCER_EPOCH,
         NO_SEQUENCE,
@@ -791,7 +819,7 @@ def _finish_batch(records: bytes, count: int, timestamp: int, compression: Compr
 def _encode_with_headers(
     keys: pa.Array,
     values: pa.Array,
-    timestamp: int,
+    timestamp: int | np.ndarray,
     headers: Sequence[Headers],
     max_batch_bytes: int,
     compression: Compression,
@@ -799,11 +827,14 @@ def _encode_with_headers(
     """Rows with headers: the protocol's builder, a record at a time (the uncommon case)."""
     out: list[EncodedBatch] = []
     builder = RecordBatchBuilder(compression)
-    for key, value, hdrs in zip(keys.to_pylist(), values.to_pylist(), headers, strict=True):
+    stamps = timestamp.tolist() if isinstance(timestamp, np.ndarray) else [timestamp] * len(values)
+    for key, value, hdrs, ts in zip(
+        keys.to_pylist(), values.to_pylist(), headers, stamps, strict=True
+    ):
         if len(builder) and builder.estimated_size + _size(key, value, hdrs) > max_batch_bytes:
             out.append(EncodedBatch(builder.build(), len(builder)))
             builder = RecordBatchBuilder(compression)
-        builder.append(timestamp, key, value, hdrs)
+        builder.append(int(ts), key, value, hdrs)
     if len(builder):
         out.append(EncodedBatch(builder.build(), len(builder)))
     return out

@@ -82,7 +82,6 @@ def _drop(kind: str, settings: Mapping[str, Any], wait: bool = True) -> None:
 
 LOOKUP_TIMEOUT_S = 20.0
 QUICK_LOOKUP_TIMEOUT_S = 5.0
-LOOKUP_ATTEMPTS = 4
 
 
 class DataLossError(RuntimeError):
@@ -145,7 +144,11 @@ class ClusterView:
         """Run a lookup with a deadline; a client that fails or does not answer in time (say,
         stuck on a dead broker) is dropped and the lookup tried again with a fresh one."""
         settings = self._admin_settings if kind == "admin" else self._consumer_settings
-        for attempt in range(LOOKUP_ATTEMPTS):
+        # fetchOffset.numRetries retries, fetchOffset.retryIntervalMs apart (Spark's options)
+        attempts = self.options.fetch_offset_num_retries + 1
+        for attempt in range(attempts):
+            if attempt:
+                time.sleep(self.options.fetch_offset_retry_interval_ms / 1000)
             pool = concurrent.futures.ThreadPoolExecutor(1)
             try:
                 return pool.submit(fn).result(LOOKUP_TIMEOUT_S + 5)
@@ -154,7 +157,7 @@ class ClusterView:
                     raise
                 log.warning("%s lookup failed (attempt %d): %r", kind, attempt + 1, exc)
                 _drop(kind, settings, wait=False)
-                if attempt == LOOKUP_ATTEMPTS - 1:
+                if attempt == attempts - 1:
                     raise
             finally:
                 pool.shutdown(wait=False)

@@ -140,10 +140,10 @@ def resolve_offsets(
 ) -> Offsets:
     """Concrete offsets for every partition in `partitions`.
 
-    JSON naming a partition not in `partitions` is an error naming `option`, and so is a
-    starting JSON that leaves a partition out (as in Kafka); an ending JSON's missing partitions
-    end at latest. A starting timestamp with no record at or after it is an error with strategy
-    "error" (Kafka's default) and resolves to latest with "latest"; an ending one to latest."""
+    JSON naming a partition not in `partitions` is an error naming `option`, and so is a JSON
+    that leaves a partition out, starting or ending (as Spark's Kafka source). A starting
+    timestamp with no record at or after it is an error with strategy "error" (Kafka's
+    default) and resolves to latest with "latest"; an ending one to latest."""
     if spec.kind == "earliest":
         return dict(earliest(partitions))
     if spec.kind == "latest":
@@ -156,7 +156,7 @@ def resolve_offsets(
                 option, f"names partitions that are not read or do not exist: {names}"
             )
         missing = [tp for tp in partitions if tp not in spec.offsets]
-        if missing and option.startswith("starting"):
+        if missing:
             raise OptionError(
                 option, "gives no offset for " + ", ".join(f"{t}-{p}" for t, p in missing)
             )
@@ -204,17 +204,25 @@ def resolve_offsets(
 
 class MinTriggerGate:
     """minOffsetsPerTrigger with maxTriggerDelay: hold a micro-batch back until enough records
-    are waiting, or the delay since the last batch has passed."""
+    are waiting, or the delay since the last batch has passed.
 
-    def __init__(self, min_records: int | None, max_delay_ms: int, now_ms: float) -> None:
+    As Spark's source, the delay counts from the last batch this run admitted: the first batch
+    of a run (after a restart too) is admitted as soon as there is a record, never held back
+    for maxTriggerDelay by a batch an earlier run made."""
+
+    def __init__(self, min_records: int | None, max_delay_ms: int) -> None:
         self.min_records = min_records
         self.max_delay_ms = max_delay_ms
-        self.last_trigger_ms = now_ms
+        self.last_trigger_ms: float | None = None
 
     def admit(self, available: int, now_ms: float) -> bool:
         if self.min_records is None or available <= 0:
             return available > 0
-        if available >= self.min_records or now_ms - self.last_trigger_ms >= self.max_delay_ms:
+        if (
+            self.last_trigger_ms is None
+            or available >= self.min_records
+            or now_ms - self.last_trigger_ms >= self.max_delay_ms
+        ):
             self.last_trigger_ms = now_ms
             return True
         return False

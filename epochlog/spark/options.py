@@ -8,29 +8,39 @@ an `OptionError` naming the option, before any task runs.
 
 Client settings pass through to epochlog's client: `kafka.<name>` (Spark's convention) and bare
 client names such as `fetch.max.bytes`; `bootstrap.servers` may be given either way. They are
-checked by the client's own config loader, so a bad one names its key too. The settings Spark's
-Kafka source refuses (group.id, auto.offset.reset, enable.auto.commit, deserializers) are refused
-here as well: the source decides where to read, not the client.
+checked by the client's own config loader, so a bad one names its key too. A `kafka.<name>` the
+client does not know (Java-only keys such as `kafka.sasl.jaas.config`) is logged as a warning
+naming it and ignored, as the Kafka client does with unknown configs. The settings Spark's Kafka
+source refuses (auto.offset.reset, enable.auto.commit, (de)serializers, interceptors) are
+refused here as well, with Spark's reason; `kafka.group.id` is accepted with Spark's warning and
+names the consumer group the streaming source commits its progress to (see `group_id`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from epochlog.client.config import SETTINGS, Role
 from epochlog.client.errors import ConfigError
+from epochlog.spark.java_regex import JavaRegexError, compile_java, find_in
+
+log = logging.getLogger(__name__)
 
 EARLIEST = -2
 LATEST = -1
 
+DEFAULT_NETWORK_TIMEOUT_MS = 120_000  # spark.network.timeout's default
+DEFAULT_GROUP_ID_PREFIX = "spark-kafka-source"
+
 _REFUSED_CLIENT_KEYS = {
-    "group.id": "the source tracks offsets in Spark's checkpoint, not in a consumer group",
-    "auto.offset.reset": "use startingOffsets instead",
-    "enable.auto.commit": "the source commits nothing to the log",
+    "auto.offset.reset": "set the source option startingOffsets to earliest or latest instead",
+    "enable.auto.commit": "the source commits offsets itself, only after Spark committed a batch",
     "key.deserializer": "keys are always read as binary",
     "value.deserializer": "values are always read as binary",
     "key.serializer": "keys are always written as binary",
@@ -116,6 +126,8 @@ def _offset_spec(
             raise OptionError(name, f"{tp[0]}-{tp[1]}: {off} (use -2 earliest, -1 latest)")
         if prefix == "ending" and off == EARLIEST:
             raise OptionError(name, f"{tp[0]}-{tp[1]}: -2 (earliest) is not a valid end")
+        if prefix == "starting" and off == LATEST and not streaming:
+            raise OptionError(name, f"{tp[0]}-{tp[1]}: -1 (latest) is not valid for batch queries")
     return OffsetSpec("offsets", offsets=offsets)
 
 
@@ -138,7 +150,20 @@ class SourceOptions:
     max_records_per_partition: int | None = None
     fail_on_data_loss: bool = True
     include_headers: bool = False
-    poll_timeout_ms: int = 120_000
+    poll_timeout_ms: int = DEFAULT_NETWORK_TIMEOUT_MS
+    group_id: str | None = None  # kafka.group.id: the group progress is committed to
+    group_id_prefix: str | None = None  # groupIdPrefix: a fresh group <prefix>-<uuid> per run
+    fetch_offset_num_retries: int = 3
+    fetch_offset_retry_interval_ms: int = 1000
+
+    def commit_group(self) -> str | None:
+        """The consumer group a streaming query commits its progress to: kafka.group.id, else
+        `<groupIdPrefix>-<uuid>` (as Spark names its groups), else none."""
+        if self.group_id is not None:
+            return self.group_id
+        if self.group_id_prefix is not None:
+            return f"{self.group_id_prefix}-{uuid.uuid4()}"
+        return None
 
     @property
     def topic_option(self) -> str:
@@ -153,11 +178,18 @@ class SourceOptions:
         if self.subscribe:
             return topic in self.subscribe
         if self.subscribe_pattern is not None:
-            return re.fullmatch(self.subscribe_pattern, topic) is not None
+            # Spark's findFirstIn: the Java pattern found anywhere in the name
+            return find_in(compile_java(self.subscribe_pattern), topic)
         return any(t == topic for t, _ in self.assign)
 
 
-def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
+def parse_source_options(
+    options: Mapping[str, str],
+    *,
+    streaming: bool,
+    network_timeout_ms: int = DEFAULT_NETWORK_TIMEOUT_MS,
+) -> SourceOptions:
+    """`network_timeout_ms` is spark.network.timeout, kafkaConsumer.pollTimeoutMs's default."""
     opts = {k.lower(): v for k, v in options.items()}
     chosen = [k for k in ("subscribe", "subscribepattern", "assign") if opts.get(k)]
     if len(chosen) != 1:
@@ -176,9 +208,9 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
     elif chosen[0] == "subscribepattern":
         pattern = opts["subscribepattern"]
         try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise OptionError("subscribePattern", f"{pattern!r} is not a regex: {exc}") from None
+            compile_java(pattern)
+        except JavaRegexError as exc:
+            raise OptionError("subscribePattern", f"{pattern!r}: {exc}") from None
     else:
         assign = _parse_assign(opts["assign"])
     starting = _offset_spec(opts, "starting", "latest" if streaming else "earliest", streaming)
@@ -193,6 +225,30 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
     strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
     if strategy not in ("error", "latest"):
         raise OptionError("startingOffsetsByTimestampStrategy", f"{strategy!r}: error or latest")
+    max_per_trigger = _positive(opts, "maxOffsetsPerTrigger")
+    min_per_trigger = _positive(opts, "minOffsetsPerTrigger")
+    if (
+        min_per_trigger is not None
+        and max_per_trigger is not None
+        and (min_per_trigger > max_per_trigger)
+    ):
+        raise OptionError(
+            "minOffsetsPerTrigger",
+            f"the value of minOffsetsPerTrigger ({min_per_trigger}) is higher than "
+            f"maxOffsetsPerTrigger ({max_per_trigger})",
+        )
+    group_id = opts.get("kafka.group.id")
+    if group_id is not None:
+        if not group_id.strip():
+            raise OptionError("kafka.group.id", "empty group id")
+        log.warning(
+            "kafka.group.id=%s is set on this query: the source commits its progress to that "
+            "group; two queries sharing it would interfere (Spark's warning: use it with care)",
+            group_id,
+        )
+    prefix = opts.get("groupidprefix")
+    if prefix is not None and not prefix.strip():
+        raise OptionError("groupIdPrefix", "empty prefix")
     return SourceOptions(
         client=client_settings(opts, Role.CONSUMER),
         subscribe=subscribe,
@@ -201,8 +257,8 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         starting=starting,
         ending=ending,
         timestamp_strategy=strategy,
-        max_offsets_per_trigger=_positive(opts, "maxOffsetsPerTrigger"),
-        min_offsets_per_trigger=_positive(opts, "minOffsetsPerTrigger"),
+        max_offsets_per_trigger=max_per_trigger,
+        min_offsets_per_trigger=min_per_trigger,
         max_trigger_delay_ms=parse_duration_ms(
             "maxTriggerDelay", opts.get("maxtriggerdelay", "15m")
         ),
@@ -210,7 +266,15 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         max_records_per_partition=_positive(opts, "maxRecordsPerPartition"),
         fail_on_data_loss=parse_bool("failOnDataLoss", opts.get("failondataloss", "true")),
         include_headers=parse_bool("includeHeaders", opts.get("includeheaders", "false")),
-        poll_timeout_ms=_positive(opts, "kafkaConsumer.pollTimeoutMs") or 120_000,
+        poll_timeout_ms=_positive(opts, "kafkaConsumer.pollTimeoutMs") or network_timeout_ms,
+        group_id=group_id.strip() if group_id is not None else None,
+        group_id_prefix=prefix.strip() if prefix is not None else None,
+        fetch_offset_num_retries=_non_negative(
+            "fetchOffset.numRetries", opts.get("fetchoffset.numretries", "3")
+        ),
+        fetch_offset_retry_interval_ms=_non_negative(
+            "fetchOffset.retryIntervalMs", opts.get("fetchoffset.retryintervalms", "1000")
+        ),
     )
 
 
@@ -293,7 +357,7 @@ _BYTES_TYPES = ("binary", "string")
 
 def check_sink_columns(columns: Mapping[str, str], *, has_topic_option: bool) -> None:
     """The input columns of Spark's Kafka sink: value (required), key, headers, topic,
-    partition. Raises OptionError naming the column."""
+    partition, timestamp (the record's). Raises OptionError naming the column."""
     lowered = {name.lower(): kind for name, kind in columns.items()}
     if "value" not in lowered:
         raise OptionError("value", f"column 'value' is required (columns: {sorted(columns)})")
@@ -307,6 +371,10 @@ def check_sink_columns(columns: Mapping[str, str], *, has_topic_option: bool) ->
             raise OptionError("topic", f"column 'topic' must be string, not {lowered['topic']}")
     elif not has_topic_option:
         raise OptionError("topic", "no 'topic' column and no topic option")
+    if "timestamp" in lowered and lowered["timestamp"] not in ("timestamp", "timestamp_ntz"):
+        raise OptionError(
+            "timestamp", f"column 'timestamp' must be timestamp, not {lowered['timestamp']}"
+        )
     if "partition" in lowered and lowered["partition"] not in ("int", "integer"):
         raise OptionError(
             "partition", f"column 'partition' must be int, not {lowered['partition']}"
@@ -329,17 +397,27 @@ def check_sink_columns(columns: Mapping[str, str], *, has_topic_option: bool) ->
 def client_settings(opts: Mapping[str, str], role: Role) -> dict[str, Any]:
     """The client settings among the options: `kafka.<key>` and bare client keys for `role`."""
     out: dict[str, Any] = {}
+    unknown = []
     for key, value in opts.items():
         name = key.removeprefix("kafka.")
         if name in _REFUSED_CLIENT_KEYS and (key.startswith("kafka.") or name == key):
-            raise OptionError(key, f"cannot be set: {_REFUSED_CLIENT_KEYS[name]}")
+            raise OptionError(
+                key, f"Kafka option {name!r} is not supported: {_REFUSED_CLIENT_KEYS[name]}"
+            )
+        if name == "group.id":
+            continue  # the group the source commits to (SourceOptions.group_id), not the client's
         setting = SETTINGS.get(name)
         if setting is None:
             if key.startswith("kafka."):
-                raise OptionError(key, f"{name!r} is not a setting of epochlog's client")
+                unknown.append(key)
             continue
         if role in setting.roles:
             out[name] = value
+    if unknown:
+        # As the Kafka client: an unknown config is logged and ignored, not an error.
+        log.warning(
+            "ignoring options epochlog's client does not know: %s", ", ".join(sorted(unknown))
+        )
     if "bootstrap.servers" not in out:
         raise OptionError("bootstrap.servers", "required (or kafka.bootstrap.servers)")
     from epochlog.client.config import load_config

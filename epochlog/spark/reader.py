@@ -15,10 +15,22 @@ batch first); with nothing to read yet, Spark runs an empty batch 0 whose end is
 start. `partitions()` reads nothing where end <= start.
 
 Admission control: maxOffsetsPerTrigger is the default `ReadMaxRows` limit (split across
-partitions by backlog, `offsets.rate_limit`); minOffsetsPerTrigger with maxTriggerDelay is kept
-in `latestOffset` (pyspark has no composite limit); Trigger.AvailableNow snapshots the latest
-offsets in `prepareForTriggerAvailableNow` and never reads past them. Partitions that appear
-while the query runs are read from their earliest offset.
+partitions by backlog, `offsets.rate_limit`); minOffsetsPerTrigger alone is the default
+`ReadMinRows`; with maxTriggerDelay it is kept in `latestOffset` (pyspark has no composite
+limit), and only while Spark passes the default limit: under Trigger.Once Spark passes
+`ReadAllAvailable` and the gate is off, as it is under Trigger.AvailableNow, which snapshots the
+latest offsets in `prepareForTriggerAvailableNow` and never reads past them.
+
+Partitions, as Spark's source: one that appears while the query runs is read from its earliest
+offset, and if that is not 0 it is data loss (failOnDataLoss); one that disappears (its topic
+deleted) is data loss and leaves the offsets, so a topic re-created later is a new partition
+read from its start.
+
+Progress group: with kafka.group.id or groupIdPrefix, the source commits the offsets the query
+has processed to that group (`progress_group`), for `epochlog groups describe`. Spark calls
+`commit(end)` of batch N only when it plans batch N+1, so the last batch of a Trigger.AvailableNow
+run is never committed that way; but Spark asks `latestOffset(start)` only once every batch up
+to `start` is done (its commit log written), so `start` is committed there too.
 """
 
 from __future__ import annotations
@@ -33,6 +45,7 @@ from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxRows,
+    ReadMinRows,
     SupportsTriggerAvailableNow,
 )
 
@@ -52,6 +65,7 @@ from epochlog.spark.offsets import (
     to_json,
 )
 from epochlog.spark.options import OptionError, SourceOptions
+from epochlog.spark.progress_group import ProgressGroup
 
 log = logging.getLogger(__name__)
 
@@ -134,10 +148,11 @@ class EpochlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._initial: dict | None = None
         self._available_now_end: Offsets | None = None
         self._latest_seen: dict | None = None
-        self._gate = MinTriggerGate(
-            options.min_offsets_per_trigger, options.max_trigger_delay_ms, time.monotonic() * 1000
-        )
+        self._gate = MinTriggerGate(options.min_offsets_per_trigger, options.max_trigger_delay_ms)
         self._view: ClusterView | None = None
+        group = options.commit_group()  # once per run: groupIdPrefix makes a fresh one
+        self._progress = ProgressGroup(options.client, group) if group is not None else None
+        self._progress_committed: Offsets = {}
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
@@ -161,6 +176,8 @@ class EpochlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.options.max_offsets_per_trigger is not None:
             return ReadMaxRows(self.options.max_offsets_per_trigger)
+        if self.options.min_offsets_per_trigger is not None:
+            return ReadMinRows(self.options.min_offsets_per_trigger)
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
@@ -169,16 +186,18 @@ class EpochlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = from_json(start)
+        self._commit_progress(begin)
         tps = self.view.partitions()
         if self._available_now_end is not None:
             tps = [tp for tp in tps if tp in self._available_now_end]
         latest = self.view.latest(tps)
         if self._available_now_end is not None:
             latest = {tp: min(o, self._available_now_end[tp]) for tp, o in latest.items()}
-        self._check_data_loss(begin, latest)
         new = [tp for tp in tps if tp not in begin]
+        new_starts = self.view.earliest(new)
+        begin = self._check_data_loss(begin, latest, new_starts)
         origin = dict(begin)
-        origin.update(self.view.earliest(new))
+        origin.update(new_starts)
         latest = {tp: max(o, origin.get(tp, 0)) for tp, o in latest.items()}
         self._latest_seen = to_json(latest)
         if isinstance(limit, ReadMaxRows):
@@ -186,13 +205,18 @@ class EpochlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         else:
             end = dict(latest)
         available = sum(max(0, end[tp] - origin[tp]) for tp in end)
-        if self._available_now_end is None and not self._gate.admit(
-            available, time.monotonic() * 1000
-        ):
+        # The gate holds batches back only under the default limit: Trigger.Once passes
+        # ReadAllAvailable, AvailableNow has its snapshot.
+        gated = self._available_now_end is None and not (
+            isinstance(limit, ReadAllAvailable)
+            and not isinstance(self.getDefaultReadLimit(), ReadAllAvailable)
+        )
+        if gated and not self._gate.admit(available, time.monotonic() * 1000):
             return start
-        if available == 0 and not new:
+        gone = set(from_json(start)) - set(latest)
+        if available == 0 and not new and not gone:
             return start
-        merged = dict(begin)
+        merged = {tp: o for tp, o in begin.items() if tp in latest}  # deleted partitions leave
         merged.update(end)
         out: dict = to_json(merged)
         if self._initial is not None and begin == from_json(self._initial):
@@ -201,25 +225,43 @@ class EpochlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             out[START_KEY] = to_json(begin)
         return out
 
-    def _check_data_loss(self, begin: Offsets, latest: Offsets) -> None:
+    def _check_data_loss(self, begin: Offsets, latest: Offsets, new_starts: Offsets) -> Offsets:
+        """Spark's checks between batches: deleted partitions, logs that now end before the
+        last read offset, new partitions that do not start at 0. Raises DataLossError with
+        failOnDataLoss, else logs and returns the start to go on from."""
         gone = [tp for tp in begin if tp not in latest]
         behind = [tp for tp, o in latest.items() if tp in begin and o < begin[tp]]
-        if not gone and not behind:
-            return
+        late = [tp for tp, o in sorted(new_starts.items()) if o != 0]
+        if not gone and not behind and not late:
+            return begin
         message = []
         if gone:
-            message.append("partitions no longer exist: " + ", ".join(f"{t}-{p}" for t, p in gone))
+            message.append(", ".join(f"{t}-{p}" for t, p in gone) + " are gone")
         if behind:
             message.append(
-                "the log ends before the last read offset in "
-                + ", ".join(f"{t}-{p} ({latest[(t, p)]} < {begin[(t, p)]})" for t, p in behind)
+                "; ".join(
+                    f"partition {t}-{p}'s offset was changed from {begin[(t, p)]} to "
+                    f"{latest[(t, p)]}"
+                    for t, p in behind
+                )
             )
-        text = "; ".join(message)
+        if late:
+            message.append(
+                "; ".join(
+                    f"added partition {t}-{p} starts from {new_starts[(t, p)]} instead of 0"
+                    for t, p in late
+                )
+            )
+        text = "; ".join(message) + ". Some data may have been missed"
         if self.options.fail_on_data_loss:
-            raise DataLossError(text + ". Set failOnDataLoss=false to go on.")
+            raise DataLossError(
+                text + ". If you want your streaming query to go on, set failOnDataLoss=false."
+            )
         log.warning("%s; going on (failOnDataLoss=false)", text)
+        out = {tp: o for tp, o in begin.items() if tp in latest}
         for tp in behind:
-            begin[tp] = latest[tp]
+            out[tp] = latest[tp]
+        return out
 
     def reportLatestOffset(self) -> dict | None:
         return self._latest_seen
@@ -232,7 +274,21 @@ class EpochlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [OffsetRangePartition(r) for r in split]
 
     def commit(self, end: dict) -> None:
-        pass  # offsets live in Spark's checkpoint; nothing is committed to the log
+        # Spark's checkpoint is the truth; the progress group, if any, is for lag reporting.
+        self._commit_progress(from_json(end))
+
+    def _commit_progress(self, offsets: Offsets) -> None:
+        if (
+            self._progress is not None
+            and offsets
+            and offsets != self._progress_committed
+            and self._progress.commit(offsets)
+        ):
+            self._progress_committed = dict(offsets)
+
+    def stop(self) -> None:
+        if self._progress is not None:
+            self._progress.close()
 
     # ------------------------------------------------------------------ executors
 

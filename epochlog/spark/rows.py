@@ -125,11 +125,13 @@ def route_batch(
     partition_count: Callable[[str], int],
     sticky: dict[str, int],
     max_request_size: int,
+    rows_out: list[np.ndarray] | None = None,
 ) -> list[Routed]:
     """The rows of `batch` per target partition, in row order: ((topic, partition), keys,
     values, headers or None when no row has any). `sticky` keeps each topic's partition for
     rows without key and partition; it moves on with every batch (Kafka's sticky partitioner
-    moves on with every producer batch)."""
+    moves on with every producer batch). `rows_out`, if given, gets each route's row numbers
+    (for columns routed alongside, such as the sink's timestamp)."""
     import pyarrow.compute as pc  # here: the source's processes need not pay its import
 
     names = {name.lower(): i for i, name in enumerate(batch.schema.names)}
@@ -199,6 +201,8 @@ def route_batch(
                 sticky[topic] = current + 1
         for p in np.unique(chosen).tolist():
             selected = rows[chosen == p]
+            if rows_out is not None:
+                rows_out.append(selected)
             if len(selected) == n:
                 out.append(((topic, p), keys, values, headers))
                 continue

@@ -297,6 +297,7 @@ def write_in_transaction(
     """A task's whole part (`exactly_once`, step 2): its transaction, left open."""
     from epochlog.spark.arrow_records import encode_records
     from epochlog.spark.rows import route_batch
+    from epochlog.spark.writer import record_timestamps
 
     sender = transactional_sender(options.client)
     try:
@@ -318,16 +319,18 @@ def write_in_transaction(
             if batch.num_rows == 0:
                 continue
             now = int(time.time() * 1000)
+            stamps = record_timestamps(batch, now)
+            rows: list = []
             routed = route_batch(
-                batch, options.topic, partition_count, sticky, sender.max_request_size
+                batch, options.topic, partition_count, sticky, sender.max_request_size, rows
             )
             sender.add_partitions([tp for tp, *_ in routed])
-            for tp, keys, values, headers in routed:
+            for (tp, keys, values, headers), selected in zip(routed, rows, strict=True):
                 first_topic = first_topic or options.topic or tp[0]
                 encoded = encode_records(
                     keys,
                     values,
-                    now,
+                    now if stamps is None else stamps[selected],
                     headers=headers,
                     max_batch_bytes=sender.max_batch_bytes,
                     compression=sender.compression,

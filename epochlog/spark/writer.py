@@ -1,7 +1,8 @@
 """Writing to a log with Spark: at-least-once batch and streaming writers.
 
-As Spark's Kafka sink: every task produces its rows (value, key, headers, topic, partition;
-the topic option overrides the column) with a cached idempotent sender (acks=all by default) and
+As Spark's Kafka sink: every task produces its rows (value, key, headers, topic, partition,
+timestamp; the topic option overrides the column; without a timestamp the record gets the time
+its Arrow batch is encoded) with a cached idempotent sender (acks=all by default) and
 returns only after every record is acknowledged, so a successful task lost nothing. A task that
 fails after some records were acknowledged is re-executed and writes them again: duplicates are
 possible, loss is not. For streaming writes without duplicates see `exactly_once`.
@@ -19,6 +20,7 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
@@ -57,13 +59,16 @@ def produce_batches(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> 
             if batch.num_rows == 0:
                 continue
             now = int(time.time() * 1000)
-            for tp, keys, values, headers in route_batch(
-                batch, options.topic, partition_count, sticky, sender.max_request_size
-            ):
+            stamps = record_timestamps(batch, now)
+            rows: list[np.ndarray] = []
+            routed = route_batch(
+                batch, options.topic, partition_count, sticky, sender.max_request_size, rows
+            )
+            for (tp, keys, values, headers), selected in zip(routed, rows, strict=True):
                 encoded = encode_records(
                     keys,
                     values,
-                    now,
+                    now if stamps is None else stamps[selected],
                     headers=headers,
                     max_batch_bytes=sender.max_batch_bytes,
                     compression=sender.compression,
@@ -78,6 +83,19 @@ def produce_batches(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> 
         forget_batch_sender(options.client)  # it may hold this task's batches
         raise
     return written
+
+
+def record_timestamps(batch: pa.RecordBatch, now: int) -> np.ndarray | None:
+    """The records' timestamps (ms) from the sink's optional `timestamp` column, as Spark's
+    Kafka sink; a null timestamp is `now`. None without the column."""
+    names = {name.lower(): i for i, name in enumerate(batch.schema.names)}
+    if "timestamp" not in names:
+        return None
+    micros = batch.column(names["timestamp"]).cast(pa.timestamp("us")).cast(pa.int64())
+    ms = np.floor_divide(micros.fill_null(now * 1000).to_numpy(zero_copy_only=False), 1000)
+    if (ms < 0).any():
+        raise ValueError(f"column 'timestamp': {int(ms.min())} ms is before 1970 (Kafka refuses)")
+    return ms
 
 
 class EpochlogBatchWriter(DataSourceArrowWriter):
