@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 import crc32c
 
 from epochlog.protocol.compression import Compression, compress, decompress
-from epochlog.protocol.errors import CorruptRecordError, InvalidRecordError
+from epochlog.protocol.errors import CorruptRecordError, DecodeError, InvalidRecordError
 from epochlog.protocol.varint import (
     decode_varint,
     encode_varint,
@@ -514,7 +514,7 @@ def decode_batch(
             ) from exc
     try:
         records = decode_records(payload, header, Record if maker is None else maker(header))
-    except (IndexError, UnicodeDecodeError) as exc:
+    except (IndexError, UnicodeDecodeError, DecodeError) as exc:  # DecodeError: a varint > 10 B
         raise CorruptRecordError(
             f"batch at offset {header.base_offset} has malformed records: {exc}"
         ) from exc

@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from epochlog.protocol.compression import Compression
@@ -111,6 +111,8 @@ def test_wrong_magic_is_refused() -> None:
     count=st.integers(-5, 50),
     compression=st.sampled_from(list(Compression)),
 )
+# a record length varint longer than 10 bytes (once escaped as DecodeError)
+@example(payload=b"\x80" * 10, count=1, compression=Compression.NONE)
 def test_garbage_records_with_a_valid_crc_raise_corrupt_record(payload, count, compression) -> None:
     """A batch whose CRC is right but whose records are nonsense never escapes as another error."""
     header = struct.pack(
