@@ -11,6 +11,7 @@ pyspark from its zip, about 1.2 s a query here (`worker_python`).
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from epochlog.spark.source import EpochlogDataSource
@@ -20,5 +21,10 @@ __all__ = ["EpochlogDataSource", "register", "worker_python"]
 
 
 def register(spark: Any) -> None:
-    """Register format("epochlog") in this SparkSession."""
-    spark.dataSource.register(EpochlogDataSource)
+    """Register format("epochlog") in this SparkSession. With no PYSPARK_PYTHON set and a
+    `python3` on PATH that is not this interpreter (a virtualenv's python run without activating
+    it), the source's workers run this interpreter (`worker_interpreter`)."""
+    from epochlog.spark.worker_interpreter import register_with_worker_python
+
+    choice = register_with_worker_python(spark, EpochlogDataSource)
+    logging.getLogger(__name__).info("format('epochlog') registered: %s", choice.reason)

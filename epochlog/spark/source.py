@@ -28,6 +28,7 @@ from epochlog.spark.options import (
     parse_sink_options,
     parse_source_options,
 )
+from epochlog.spark.worker_interpreter import require_worker_modules
 
 
 def _columns(schema: StructType) -> dict[str, str]:
@@ -42,6 +43,7 @@ class EpochlogDataSource(DataSource):
         return "epochlog"
 
     def schema(self) -> str:
+        require_worker_modules()  # a worker without pyarrow: say what to set
         # Imported here, as the readers and writers are: unpickling this class (in every Python
         # process Spark starts for the source) imports this module, so it stays light.
         from epochlog.spark.rows import source_schema_ddl
@@ -51,16 +53,19 @@ class EpochlogDataSource(DataSource):
         )
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        require_worker_modules()  # a worker without pyarrow: say what to set
         from epochlog.spark.reader import EpochlogBatchReader
 
         return EpochlogBatchReader(parse_source_options(self.options, streaming=False))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        require_worker_modules()  # a worker without pyarrow: say what to set
         from epochlog.spark.reader import EpochlogStreamReader
 
         return EpochlogStreamReader(parse_source_options(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        require_worker_modules()  # a worker without pyarrow: say what to set
         from epochlog.spark.writer import EpochlogBatchWriter
 
         return EpochlogBatchWriter(
@@ -68,6 +73,7 @@ class EpochlogDataSource(DataSource):
         )
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        require_worker_modules()  # a worker without pyarrow: say what to set
         options = parse_sink_options(self.options, _columns(schema), streaming=True)
         if options.delivery_guarantee == EXACTLY_ONCE:
             from epochlog.spark.exactly_once_writer import ExactlyOnceStreamWriter
