@@ -12,12 +12,15 @@ pyspark from its zip, about 1.2 s a query here (`worker_python`).
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from epochlog.spark.source import EpochlogDataSource
 from epochlog.spark.worker_python import worker_python
 
-__all__ = ["EpochlogDataSource", "register", "worker_python"]
+if TYPE_CHECKING:
+    from epochlog.spark.foreach_batch import BatchWritten
+
+__all__ = ["EpochlogDataSource", "register", "worker_python", "write_batch_exactly_once"]
 
 
 def register(spark: Any) -> None:
@@ -28,3 +31,13 @@ def register(spark: Any) -> None:
 
     choice = register_with_worker_python(spark, EpochlogDataSource)
     logging.getLogger(__name__).info("format('epochlog') registered: %s", choice.reason)
+
+
+def write_batch_exactly_once(
+    df: Any, batch_id: int, options: dict[str, str] | None = None, **more: str
+) -> BatchWritten:
+    """foreachBatch's way to write any output mode (update included) to a topic exactly once by
+    batch id; see `foreach_batch` (imported on use: it needs pyarrow)."""
+    from epochlog.spark.foreach_batch import write_batch_exactly_once as write
+
+    return write(df, batch_id, options, **more)
