@@ -103,8 +103,12 @@ def register_with_worker_python(spark: Any, data_source: type) -> WorkerPythonCh
     """spark.dataSource.register(data_source), with the interpreter `choose_for` picks. pyspark
     captures SparkContext.pythonExec when the registration is made, so it is swapped for the
     call only."""
+    try:
+        context = spark.sparkContext
+    except Exception:  # Spark Connect: no SparkContext here, the server chooses the workers
+        spark.dataSource.register(data_source)
+        return WorkerPythonChoice("", "no SparkContext in this process (Spark Connect): as is")
     choice = choose_for(spark)
-    context = spark.sparkContext
     before = context.pythonExec
     context.pythonExec = choice.python
     try:

@@ -101,3 +101,26 @@ def test_missing_module_error_names_interpreter_module_and_pyspark_python() -> N
 
 def test_present_modules_pass() -> None:
     require_worker_modules()  # pyarrow is installed in the test interpreter
+
+
+class _ConnectLikeSession:
+    """A session without a SparkContext, as Spark Connect's."""
+
+    def __init__(self) -> None:
+        self.registered: list[type] = []
+        self.dataSource = self  # noqa: N815 - pyspark's attribute name
+
+    @property
+    def sparkContext(self) -> None:  # noqa: N802 - pyspark's attribute name
+        raise RuntimeError("[JVM_ATTRIBUTE_NOT_SUPPORTED] sparkContext")
+
+    def register(self, data_source: type) -> None:
+        self.registered.append(data_source)
+
+
+def test_without_a_spark_context_the_source_is_registered_as_is() -> None:
+    from epochlog.spark.worker_interpreter import register_with_worker_python
+
+    session = _ConnectLikeSession()
+    choice = register_with_worker_python(session, int)
+    assert session.registered == [int] and "Spark Connect" in choice.reason
