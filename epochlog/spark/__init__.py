@@ -11,29 +11,51 @@ pyspark from its zip, about 1.2 s a query here (`worker_python`).
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+from typing import TYPE_CHECKING, Any
 
 from epochlog.spark.options import parse_duration_ms
 from epochlog.spark.source import EpochlogDataSource
 from epochlog.spark.worker_python import worker_python
 
-__all__ = ["EpochlogDataSource", "register", "worker_python"]
+if TYPE_CHECKING:
+    from epochlog.spark.foreach_batch import BatchWritten
+
+__all__ = ["EpochlogDataSource", "register", "worker_python", "write_batch_exactly_once"]
 
 
 def register(spark: Any) -> None:
     """Register format("epochlog") in this SparkSession, with the session's
-    spark.network.timeout as kafkaConsumer.pollTimeoutMs's default (as Spark's Kafka source)."""
+    spark.network.timeout as kafkaConsumer.pollTimeoutMs's default (as Spark's Kafka source).
+    With no PYSPARK_PYTHON set and a `python3` on PATH that is not this interpreter (a
+    virtualenv's python run without activating it), the source's workers run this interpreter
+    (`worker_interpreter`)."""
+    from epochlog.spark.worker_interpreter import register_with_worker_python
+
+    source: type[EpochlogDataSource] = EpochlogDataSource
     timeout = spark.conf.get("spark.network.timeout", None)
-    if timeout is None:
-        spark.dataSource.register(EpochlogDataSource)
-        return
-    ms = network_timeout_ms(timeout)
-    # A class made here is pickled by value, so the timeout travels to Spark's Python workers.
-    source = type("EpochlogDataSource", (EpochlogDataSource,), {"network_timeout_ms": ms})
-    spark.dataSource.register(source)
+    if timeout is not None:
+        # A class made here is pickled by value, so the timeout travels to Spark's workers.
+        source = type(
+            "EpochlogDataSource",
+            (EpochlogDataSource,),
+            {"network_timeout_ms": network_timeout_ms(timeout)},
+        )
+    choice = register_with_worker_python(spark, source)
+    logging.getLogger(__name__).info("format('epochlog') registered: %s", choice.reason)
 
 
 def network_timeout_ms(text: str) -> int:
     """spark.network.timeout in milliseconds: a bare number is seconds, as in Spark."""
     value = str(text).strip()
     return parse_duration_ms("spark.network.timeout", value + "s" if value.isdigit() else value)
+
+
+def write_batch_exactly_once(
+    df: Any, batch_id: int, options: dict[str, str] | None = None, **more: str
+) -> BatchWritten:
+    """foreachBatch's way to write any output mode (update included) to a topic exactly once by
+    batch id; see `foreach_batch` (imported on use: it needs pyarrow)."""
+    from epochlog.spark.foreach_batch import write_batch_exactly_once as write
+
+    return write(df, batch_id, options, **more)

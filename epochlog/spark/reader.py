@@ -50,6 +50,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from epochlog.spark.clients import ClusterView, DataLossError, read_range
+from epochlog.spark.lag import DATA_LOSS_KEY, DataLossCounter
 from epochlog.spark.offsets import (
     START_KEY,
     TP,
@@ -153,6 +154,7 @@ class EpochlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         group = options.commit_group()  # once per run: groupIdPrefix makes a fresh one
         self._progress = ProgressGroup(options.client, group) if group is not None else None
         self._progress_committed: Offsets = {}
+        self._data_loss = DataLossCounter()  # reported with the latest offsets (`lag`)
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
@@ -193,6 +195,9 @@ class EpochlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         latest = self.view.latest(tps)
         if self._available_now_end is not None:
             latest = {tp: min(o, self._available_now_end[tp]) for tp, o in latest.items()}
+        if not self.options.fail_on_data_loss:  # else a loss fails the query: nothing to count
+            known = [tp for tp in begin if tp in latest]
+            self._data_loss.observe(begin, self.view.earliest(known), latest)
         new = [tp for tp in tps if tp not in begin]
         new_starts = self.view.earliest(new)
         begin = self._check_data_loss(begin, latest, new_starts)
@@ -264,7 +269,9 @@ class EpochlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return out
 
     def reportLatestOffset(self) -> dict | None:
-        return self._latest_seen
+        if self._latest_seen is None or self.options.fail_on_data_loss:
+            return self._latest_seen
+        return {**self._latest_seen, DATA_LOSS_KEY: self._data_loss.report()}
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         ranges = ranges_between(batch_start(start, end), from_json(end))

@@ -31,6 +31,7 @@ from epochlog.spark.options import (
     parse_sink_options,
     parse_source_options,
 )
+from epochlog.spark.worker_interpreter import require_worker_modules
 
 _SOURCE_SCHEMA = (
     "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,"
@@ -74,6 +75,7 @@ class EpochlogDataSource(DataSource):
         return options
 
     def schema(self) -> str:
+        require_worker_modules()  # a worker without pyarrow: say what to set
         # Imported here, as the readers and writers are: unpickling this class (in every Python
         # process Spark starts for the source) imports this module, so it stays light.
         from epochlog.spark.rows import source_schema_ddl
@@ -83,16 +85,19 @@ class EpochlogDataSource(DataSource):
         )
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        require_worker_modules()  # a worker without pyarrow: say what to set
         from epochlog.spark.reader import EpochlogBatchReader
 
         return EpochlogBatchReader(self._source_options(schema, streaming=False))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        require_worker_modules()  # a worker without pyarrow: say what to set
         from epochlog.spark.reader import EpochlogStreamReader
 
         return EpochlogStreamReader(self._source_options(schema, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        require_worker_modules()  # a worker without pyarrow: say what to set
         from epochlog.spark.writer import EpochlogBatchWriter
 
         if overwrite:
@@ -106,6 +111,7 @@ class EpochlogDataSource(DataSource):
         )
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        require_worker_modules()  # a worker without pyarrow: say what to set
         options = parse_sink_options(self.options, _columns(schema), streaming=True)
         if options.delivery_guarantee == EXACTLY_ONCE:
             from epochlog.spark.exactly_once_writer import ExactlyOnceStreamWriter

@@ -1,0 +1,126 @@
+"""epochlog.spark.worker_interpreter: which interpreter format("epochlog") registers with, and
+the error a worker without pyarrow raises."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from epochlog.spark.worker_interpreter import (
+    WorkerInterpreterError,
+    python_environment,
+    require_worker_modules,
+    worker_python_choice,
+)
+
+
+def venv(root: Path) -> str:
+    (root / "bin").mkdir(parents=True)
+    (root / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    python = root / "bin" / "python"
+    python.symlink_to(sys.executable)
+    return str(python)
+
+
+def test_a_venv_python_is_its_venv_not_the_base_interpreter_it_links_to(tmp_path: Path) -> None:
+    python = venv(tmp_path / "venv")
+    assert python_environment(python) == str(tmp_path / "venv")
+    plain = tmp_path / "elsewhere" / "python3"
+    plain.parent.mkdir()
+    plain.symlink_to(python)  # no pyvenv.cfg near it: the file it resolves to
+    assert python_environment(str(plain)) != python_environment(python)
+
+
+def test_unactivated_venv_driver_gets_its_own_interpreter(tmp_path: Path) -> None:
+    driver = venv(tmp_path / "venv")
+    system = tmp_path / "usr" / "python3"
+    system.parent.mkdir()
+    system.symlink_to(sys.executable)
+    choice = worker_python_choice(
+        context_python="python3",
+        env_python=None,
+        conf_python=None,
+        driver_python=driver,
+        resolved_default=str(system),
+    )
+    assert choice.python == driver and "PYSPARK_PYTHON is not set" in choice.reason
+
+
+def test_no_python3_on_path_also_gets_the_drivers_interpreter(tmp_path: Path) -> None:
+    driver = venv(tmp_path / "venv")
+    choice = worker_python_choice(
+        context_python="python3",
+        env_python=None,
+        conf_python=None,
+        driver_python=driver,
+        resolved_default=None,
+    )
+    assert choice.python == driver and "missing" in choice.reason
+
+
+def test_activated_venv_keeps_pythons_default(tmp_path: Path) -> None:
+    driver = venv(tmp_path / "venv")
+    (tmp_path / "venv" / "bin" / "python3").symlink_to(sys.executable)
+    choice = worker_python_choice(
+        context_python="python3",
+        env_python=None,
+        conf_python=None,
+        driver_python=driver,
+        resolved_default=str(tmp_path / "venv" / "bin" / "python3"),
+    )
+    assert choice.python == "python3"
+
+
+@pytest.mark.parametrize(
+    ("context", "env", "conf"),
+    [("/opt/py/bin/python", "/opt/py/bin/python", None), ("python3", None, "/opt/py/bin/python")],
+)
+def test_an_interpreter_the_user_chose_is_kept(
+    tmp_path: Path, context: str, env: str | None, conf: str | None
+) -> None:
+    driver = venv(tmp_path / "venv")
+    choice = worker_python_choice(
+        context_python=context,
+        env_python=env,
+        conf_python=conf,
+        driver_python=driver,
+        resolved_default=None,
+    )
+    assert choice.python == context and "/opt/py/bin/python" in choice.reason
+
+
+def test_missing_module_error_names_interpreter_module_and_pyspark_python() -> None:
+    with pytest.raises(WorkerInterpreterError) as caught:
+        require_worker_modules(("pyarrow", "epochlog_no_such_module"))
+    text = str(caught.value)
+    assert "'epochlog_no_such_module'" in text and sys.executable in text
+    assert "PYSPARK_PYTHON" in text and "spark.pyspark.python" in text
+
+
+def test_present_modules_pass() -> None:
+    require_worker_modules()  # pyarrow is installed in the test interpreter
+
+
+class _ConnectLikeSession:
+    """A session without a SparkContext, as Spark Connect's."""
+
+    def __init__(self) -> None:
+        self.registered: list[type] = []
+        self.dataSource = self  # noqa: N815 - pyspark's attribute name
+
+    @property
+    def sparkContext(self) -> None:  # noqa: N802 - pyspark's attribute name
+        raise RuntimeError("[JVM_ATTRIBUTE_NOT_SUPPORTED] sparkContext")
+
+    def register(self, data_source: type) -> None:
+        self.registered.append(data_source)
+
+
+def test_without_a_spark_context_the_source_is_registered_as_is() -> None:
+    from epochlog.spark.worker_interpreter import register_with_worker_python
+
+    session = _ConnectLikeSession()
+    choice = register_with_worker_python(session, int)
+    assert session.registered == [int] and "Spark Connect" in choice.reason
