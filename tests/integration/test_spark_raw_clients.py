@@ -181,3 +181,53 @@ def test_fetcher_reconnects_after_the_broker_restarts(cluster: LocalCluster) -> 
         assert values == [b"b" * 100] * 50
     finally:
         f.close()
+
+
+def test_fetcher_reads_ahead_up_to_the_end_and_hands_over_the_responses(
+    cluster: LocalCluster,
+) -> None:
+    """With an end offset, the fetch after each response is asked for before the response is
+    handed over; `submit` at that offset takes it, and read_range gets every record once."""
+    from epochlog.spark.clients import read_range
+    from epochlog.spark.offsets import OffsetRange
+    from epochlog.spark.raw_clients import READ_AHEAD
+
+    topic = new_topic(cluster)
+    sender = BatchSender({"bootstrap.servers": cluster.bootstrap_servers})
+    try:
+        # 20 batches of 50 records of about 1 KiB: with 8 KiB fetches, many fetches
+        send_all(
+            sender,
+            (topic, 0),
+            [build([f"{b}-{i}".encode() * 100 for i in range(50)]) for b in range(20)],
+        )
+    finally:
+        sender.close()
+    settings = {"bootstrap.servers": cluster.bootstrap_servers, "max.partition.fetch.bytes": "8192"}
+    f = RangeFetcher(settings)
+    try:
+        first = f.submit((topic, 0), 0, 600).result(TIMEOUT_S)
+        assert first.error is ErrorCode.NONE
+        following = max(b.header.last_offset for b in decode_batches(first.records or b"")) + 1
+        ahead = f._ahead[(topic, 0)]
+        assert list(ahead) == [following]  # asked for before `first` was handed over
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(f._ahead[(topic, 0)]) < READ_AHEAD and time.monotonic() < deadline:
+            time.sleep(0.01)  # the read-ahead goes on, READ_AHEAD responses deep
+        time.sleep(0.2)
+        assert len(f._ahead[(topic, 0)]) == READ_AHEAD  # and no deeper
+        taken = ahead[following]
+        assert f.submit((topic, 0), following, 600).result(TIMEOUT_S) is taken.result()
+        # an offset nothing was fetched ahead at drops the read-ahead of the partition
+        f.submit((topic, 0), 3, 600).result(TIMEOUT_S)
+        assert all(o > 3 for o in f._ahead.get((topic, 0), {}))
+    finally:
+        f.close()
+    # through read_range (the Spark tasks' path, with the cached fetcher): every record once,
+    # in order, and nothing read past the end
+    offsets = []
+    for columns in read_range(
+        settings, OffsetRange(topic, 0, 120, 930), fail_on_data_loss=True, poll_timeout_ms=30_000
+    ):
+        offsets.extend(columns.offsets.tolist())
+    assert offsets == list(range(120, 930))
