@@ -25,6 +25,12 @@ In one SparkSession (local[2]) and one run, against a local 1-broker cluster:
   costs both sources about the same, the rows cost a Python source more (each row crosses from
   a Python worker to the JVM as Arrow and is turned into a Spark row there), so larger batches
   give a lower ratio (try --rows 1000000 --batch-rows 250000).
+- end to end (--latency-seconds, 0 to skip): a running query (default trigger) reads a topic
+  with format("epochlog") and writes its key and value to another topic with format("epochlog");
+  a producer sends a record every 100 ms carrying its send time, and a consumer of the output
+  topic takes, per record, the time from that send to the record's arrival there (one clock:
+  everything runs on this machine). p50 / p90 / max over the records sent after the query's
+  first batch (target: p50 < 2 s).
 Each case runs `--repeat` times after a warm-up (a write, a batch read and a streaming read of
 each of epochlog and Parquet, untimed: the first streaming query of a session pays the JVM's
 warm-up of the streaming path, which no timed round should carry); the table shows medians and
@@ -36,7 +42,7 @@ With --worker-python, Spark's Python workers run through `epochlog.spark.worker_
 pyspark.zip in every process Spark starts, such as the source runner of each streaming query).
 
     .venv/bin/python bench/spark.py [--rows 500000] [--repeat 3] [--worker-python]
-        [--batch-rows 100000] [--steady-only]
+        [--batch-rows 100000] [--steady-only] [--latency-seconds 20]
 
 --steady-only runs just the steady-state streaming cases (and their warm-up).
 """
@@ -87,6 +93,12 @@ def main() -> int:
     )
     parser.add_argument(
         "--steady-only", action="store_true", help="only the steady-state streaming cases"
+    )
+    parser.add_argument(
+        "--latency-seconds",
+        type=float,
+        default=20.0,
+        help="how long the end-to-end latency case produces (0: skip it)",
     )
     args = parser.parse_args()
     if args.batch_rows <= 0 or args.rows % args.batch_rows:
@@ -339,6 +351,9 @@ def run(console: Console, cluster: LocalCluster, work: Path, args: argparse.Name
         for name, fn in cases:  # alternate the cases, so load changes hit them alike
             with console.status(f"round {round_ + 1}/{args.repeat}: {name} ..."):
                 results.setdefault(name, []).append(timed(fn))
+    latencies = end_to_end_latency(
+        spark, bootstrap, new_topic, args.partitions, work, args.latency_seconds
+    )
     spark.stop()
 
     def rate(name: str) -> float:
@@ -413,8 +428,86 @@ def run(console: Console, cluster: LocalCluster, work: Path, args: argparse.Name
         "phases are Spark's durationMs summed over a query's micro-batches; 'outside batches' "
         "is the wall time before the first and after the last (query start, source start-up)"
     )
+    if latencies:
+        ordered = sorted(latencies)
+        p90 = ordered[int(0.9 * (len(ordered) - 1))]
+        console.print(
+            f"end to end, produced -> in the sink topic, in a running query: p50 "
+            f"{statistics.median(ordered):.2f} s, p90 {p90:.2f} s, "
+            f"max {ordered[-1]:.2f} s over {len(ordered)} records (target: p50 < 2 s)"
+        )
     console.print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
+
+
+def end_to_end_latency(
+    spark: Any,
+    bootstrap: str,
+    new_topic: Callable[[], str],
+    partitions: int,
+    work: Path,
+    seconds: float,
+) -> list[float]:
+    """Seconds from a record's send to its arrival in the sink topic of a running query,
+    for every record sent after the query's first batch (module docstring)."""
+    import threading
+
+    from epochlog.client import Consumer, Producer
+
+    if seconds <= 0:
+        return []
+    source_topic, sink_topic = new_topic(), new_topic()
+    query = (
+        spark.readStream.format("epochlog")
+        .option("bootstrap.servers", bootstrap)
+        .option("subscribe", source_topic)
+        .option("startingOffsets", "earliest")
+        .load()
+        .select("key", "value")
+        .writeStream.format("epochlog")
+        .option("bootstrap.servers", bootstrap)
+        .option("topic", sink_topic)
+        .option("checkpointLocation", str(work / f"ck-latency-{time.monotonic_ns()}"))
+        .start()
+    )
+    arrived: dict[bytes, float] = {}
+    sent: dict[bytes, float] = {}
+    done = threading.Event()
+
+    def consume() -> None:
+        with Consumer({"bootstrap.servers": bootstrap, "fetch.max.wait.ms": "10"}) as consumer:
+            consumer.assign([(sink_topic, p) for p in range(partitions)])
+            consumer.seek_to_beginning()
+            while not done.is_set():
+                for record in consumer.poll(0.1):
+                    arrived.setdefault(record.key or b"", time.time())
+
+    reader = threading.Thread(target=consume, daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 120
+        while not query.recentProgress and time.monotonic() < deadline:
+            time.sleep(0.1)  # the query has started and run its first (empty) batch
+        with Producer({"bootstrap.servers": bootstrap, "linger.ms": "0"}) as producer:
+            end = time.monotonic() + seconds
+            i = 0
+            while time.monotonic() < end:
+                key = str(i).encode()
+                sent[key] = time.time()
+                producer.send(source_topic, b"x" * 100, key)
+                producer.flush()
+                i += 1
+                time.sleep(0.1)
+        deadline = time.monotonic() + 60
+        while len(arrived) < len(sent) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        done.set()
+        query.stop()
+        reader.join(10)
+    if len(arrived) < len(sent):
+        raise RuntimeError(f"end to end: {len(sent) - len(arrived)} of {len(sent)} never arrived")
+    return [arrived[k] - t for k, t in sent.items()]
 
 
 STEADY_PARQUET = "steady streaming read: Parquet (maxFilesPerTrigger)"
