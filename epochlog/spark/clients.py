@@ -290,7 +290,7 @@ def _read(
         return
     position = start
     last_progress = time.monotonic()
-    pending = fetcher.submit(tp, position, r.end)
+    pending = fetcher.submit(tp, position)
     while position < r.end:
         result = pending.result(poll_timeout_ms / 1000 + 60)
         if result.error is ErrorCode.OFFSET_OUT_OF_RANGE:
@@ -307,7 +307,7 @@ def _read(
             if begin >= r.end or begin <= position:
                 return
             position = begin
-            pending = fetcher.submit(tp, position, r.end)
+            pending = fetcher.submit(tp, position)
             continue
         if result.error is not ErrorCode.NONE:
             if not result.error.retriable:
@@ -315,12 +315,12 @@ def _read(
             log.debug("fetch %s-%s at %d: %s %s", *tp, position, result.error.name, result.message)
             _check_progress(tp, position, r.end, last_progress, poll_timeout_ms)
             time.sleep(fetcher.retry_backoff_s)
-            pending = fetcher.submit(tp, position, r.end)
+            pending = fetcher.submit(tp, position)
             continue
         following = next_fetch_offset(result.records, position)
         ahead = position < following < r.end
         if ahead:  # fetch the next records while these are decoded
-            pending = fetcher.submit(tp, following, r.end)
+            pending = fetcher.submit(tp, following)
         columns = decode_fetch(
             result.records,
             position,
@@ -337,7 +337,7 @@ def _read(
         else:
             _check_progress(tp, position, r.end, last_progress, poll_timeout_ms)
         if not ahead and position < r.end:
-            pending = fetcher.submit(tp, position, r.end)
+            pending = fetcher.submit(tp, position)
 
 
 def _check_progress(

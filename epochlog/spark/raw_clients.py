@@ -5,13 +5,8 @@ made the source and sink slow; these two move whole record batches and leave rec
 `arrow_records`' numpy codec. Each runs on its own event-loop thread over a `NetworkClient`
 (connections, metadata, rebootstrap), and is cached per Python worker (`clients._cached`).
 
-`RangeFetcher.submit(tp, offset, end)`: one Fetch of one partition from its leader; the caller
-gets the raw records bytes, the error code and the offsets the broker reported. With `end`, the
-loop thread reads ahead: as soon as a response arrives it asks for the records after it (up to
-`READ_AHEAD` responses not yet taken), so the broker is not left idle while a task decodes a
-response and hands its Arrow batch to Spark; `submit` at the offset a read-ahead went to takes
-that response. (Taking the next response only once the task came back for it left gaps of
-0.1-0.4 s between 8 MiB fetches of a loaded local[2] read.) Connection errors and
+`RangeFetcher.fetch(tp, offset)`: one Fetch of one partition from its leader; the caller gets
+the raw records bytes, the error code and the offsets the broker reported. Connection errors and
 errors that mean the leader moved refresh metadata, and are returned as retriable, so the
 reader backs off and fetches again (it follows a leader kill). Fetches go over a connection of
 their own per leader, a `FramedConnection` (the replica fetchers' connection: responses read by
@@ -42,7 +37,6 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any, TypeVar
 
 from epochlog.aio import wait_for
@@ -64,7 +58,7 @@ from epochlog.protocol.compression import Compression
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.framing import FramePool, FrameReader
 from epochlog.protocol.records import RecordBatchBuilder, decode_batch
-from epochlog.spark.arrow_records import EncodedBatch, next_fetch_offset, stamp_batch
+from epochlog.spark.arrow_records import EncodedBatch, stamp_batch
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -131,16 +125,10 @@ class FetchResult:
     message: str = ""  # why, for a retriable failure without a broker error code
 
 
-READ_AHEAD = 2  # responses fetched past the one a task is decoding, per partition
-
-
 class RangeFetcher:
     """Single-partition Fetch requests on a loop thread; see the module docstring."""
 
     def __init__(self, settings: Mapping[str, Any]) -> None:
-        # tp -> fetch offset -> a read-ahead fetch not yet taken by `submit`
-        self._ahead: dict[tuple[str, int], dict[int, concurrent.futures.Future[FetchResult]]] = {}
-        self._ahead_lock = threading.Lock()
         self.config = load_config(Role.CONSUMER, settings)
         self.read_committed = self.config["isolation.level"] == "read_committed"
         self.retry_backoff_s = self.config["retry.backoff.ms"] / 1000
@@ -158,60 +146,8 @@ class RangeFetcher:
         await net.start()
         return net
 
-    def submit(
-        self, tp: tuple[str, int], offset: int, end: int | None = None
-    ) -> concurrent.futures.Future[FetchResult]:
-        """The fetch of `tp` at `offset` (a read-ahead one if there is one); with `end`, the
-        records after it up to `end` are fetched ahead, asked for before the returned future
-        is done (module docstring)."""
-        with self._ahead_lock:
-            ahead = self._ahead.pop(tp, {})
-            future = ahead.pop(offset, None)
-            if future is not None:  # the ones after it stay for the next calls
-                later = {o: f for o, f in ahead.items() if o > offset}
-                if later:
-                    self._ahead[tp] = later
-        if future is None:  # whatever was fetched ahead at other offsets is of no use now
-            future = self._thread.submit(self._fetch(tp, offset))
-        if end is None:
-            return future
-        out: concurrent.futures.Future[FetchResult] = concurrent.futures.Future()
-        future.add_done_callback(partial(self._read_ahead, tp, offset, end, out))
-        return out
-
-    def _read_ahead(
-        self,
-        tp: tuple[str, int],
-        offset: int,
-        end: int,
-        out: concurrent.futures.Future[FetchResult] | None,
-        done: concurrent.futures.Future[FetchResult],
-    ) -> None:
-        """As the fetch at `offset` completes: fetch what follows it, then hand it to `out`."""
-        error = None if done.cancelled() else done.exception()
-        try:
-            if done.cancelled() or error is not None:
-                return
-            result = done.result()
-            if result.error is not ErrorCode.NONE:
-                return
-            following = next_fetch_offset(result.records, offset)
-            if not offset < following < end:
-                return
-            with self._ahead_lock:
-                ahead = self._ahead.setdefault(tp, {})
-                if following in ahead or len(ahead) >= READ_AHEAD:
-                    return
-                future = ahead[following] = self._thread.submit(self._fetch(tp, following))
-            future.add_done_callback(partial(self._read_ahead, tp, following, end, None))
-        finally:
-            if out is not None:
-                if done.cancelled():
-                    out.cancel()
-                elif error is not None:
-                    out.set_exception(error)
-                else:
-                    out.set_result(done.result())
+    def submit(self, tp: tuple[str, int], offset: int) -> concurrent.futures.Future[FetchResult]:
+        return self._thread.submit(self._fetch(tp, offset))
 
     async def _fetch_connection(self, node_id: int) -> FramedConnection:
         """The fetch connection to `node_id`, connected (at most one attempt at a time)."""
