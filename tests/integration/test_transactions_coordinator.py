@@ -194,6 +194,33 @@ def test_aiokafka_transactional_producer_commits_and_aborts(cluster: LocalCluste
 
     asyncio.run(run())
     assert sorted(read_committed(cluster, topic, 5)) == [f"aio-committed-{i}" for i in range(5)]
+    assert sorted(asyncio.run(aiokafka_read_committed(cluster, topic))) == [
+        f"aio-committed-{i}" for i in range(5)
+    ]
+
+
+async def aiokafka_read_committed(cluster: LocalCluster, topic: str) -> list[str]:
+    """What aiokafka's read_committed consumer reads from the start of `topic` to the LSO."""
+    consumer = aiokafka.AIOKafkaConsumer(
+        bootstrap_servers=cluster.bootstrap_servers,
+        isolation_level="read_committed",
+        enable_auto_commit=False,
+    )
+    await consumer.start()
+    try:
+        partitions = [aiokafka.TopicPartition(topic, p) for p in range(PARTITIONS)]
+        consumer.assign(partitions)
+        await consumer.seek_to_beginning(*partitions)
+        ends = await consumer.end_offsets(partitions)  # the LSO under read_committed
+        values: list[str] = []
+        deadline = time.monotonic() + DEADLINE_S
+        while [tp for tp in partitions if await consumer.position(tp) < ends[tp]]:
+            assert time.monotonic() < deadline, f"read {values} by the deadline"
+            batches = await consumer.getmany(timeout_ms=500)
+            values += [r.value.decode() for records in batches.values() for r in records]
+        return values
+    finally:
+        await consumer.stop()
 
 
 def kcat_values(cluster: LocalCluster, topic: str, *settings: str) -> list[str]:
