@@ -52,7 +52,8 @@ if TYPE_CHECKING:
     from epochlog.client.metadata import BrokerNode, ClusterMetadata, PartitionInfo, TopicPartition
     from epochlog.client.partitioner import murmur2, partition_for_key
     from epochlog.client.producer import AsyncProducer, RecordMetadata
-    from epochlog.client.sync import Admin, Consumer, Producer
+    from epochlog.client.sync import Admin, Consumer
+    from epochlog.client.sync_producer import Producer
     from epochlog.client.transaction_manager import (
         TransactionAbortedError,
         TransactionStateError,
@@ -99,7 +100,7 @@ _EXPORTS: dict[str, str] = {
     "PartitionReassignment": "epochlog.client.admin_reassign",
     "PinState": "epochlog.protocol.messages.pin_controller",
     "PinStatus": "epochlog.protocol.messages.pin_controller",
-    "Producer": "epochlog.client.sync",
+    "Producer": "epochlog.client.sync_producer",
     "RecordMetadata": "epochlog.client.producer",
     "RequestTimedOutError": "epochlog.client.errors",
     "Role": "epochlog.client.config",

@@ -135,6 +135,31 @@ def _resolve(fields: tuple[Field, ...], structs: dict[str, tuple[Field, ...]]) -
 def _make_struct_class(
     schema: MessageSchema, name: str, fields: tuple[Field, ...], classes: dict[str, type]
 ) -> type:
+    # The generated __init__ is compiled on the class's first instantiation, not here: building
+    # every message class at import compiled ~260 of them (about 40 ms), a cost each process pays
+    # though most use a handful (Spark starts one per streaming query). Decoding never calls it.
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        init = _compile_init(schema, name, fields, classes)
+        cls.__init__ = init  # type: ignore[misc]
+        init(self, *args, **kwargs)
+
+    attrs: dict[str, Any] = {
+        "__slots__": tuple(f.attr for f in fields),
+        "__init__": __init__,
+        "SCHEMA": schema,
+        "STRUCT_NAME": name if name == schema.name else f"{schema.name}.{name}",
+        "FIELDS": fields,
+        "__module__": "epochlog.protocol.messages",
+        "__qualname__": name if name == schema.name else f"{schema.name}.{name}",
+    }
+    cls = type(name, (Message,), attrs)
+    return cls
+
+
+def _compile_init(
+    schema: MessageSchema, name: str, fields: tuple[Field, ...], classes: dict[str, type]
+) -> Callable[..., None]:
+    """The struct's __init__: every field a keyword argument defaulting to a fresh default."""
     consts: dict[str, Any] = {"_M": _MISSING}
     params = ", ".join(f"{f.attr}=_M" for f in fields)
     lines = [f"def __init__(self{', ' if params else ''}{params}):"]
@@ -147,16 +172,8 @@ def _make_struct_class(
         lines.append("    pass")
     namespace: dict[str, Any] = {}
     exec(compile("\n".join(lines), f"<{schema.name}.{name}.__init__>", "exec"), consts, namespace)
-    attrs: dict[str, Any] = {
-        "__slots__": tuple(f.attr for f in fields),
-        "__init__": namespace["__init__"],
-        "SCHEMA": schema,
-        "STRUCT_NAME": name if name == schema.name else f"{schema.name}.{name}",
-        "FIELDS": fields,
-        "__module__": "epochlog.protocol.messages",
-        "__qualname__": name if name == schema.name else f"{schema.name}.{name}",
-    }
-    return type(name, (Message,), attrs)
+    init: Callable[..., None] = namespace["__init__"]
+    return init
 
 
 # --------------------------------------------------------------------------- compiled codecs

@@ -23,8 +23,6 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-import crc32c
-
 from epochlog.protocol.compression import Compression, compress, decompress
 from epochlog.protocol.errors import CorruptRecordError, DecodeError, InvalidRecordError
 from epochlog.protocol.varint import (
@@ -134,8 +132,12 @@ def parse_batch_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> Bat
 
 def batch_crc(buf: bytes | bytearray | memoryview, pos: int, size: int) -> int:
     """CRC-32C over the batch from its attributes to its end (what the header's crc covers)."""
+    # Imported here: crc32c's package import reads its distribution metadata (importlib.metadata,
+    # argparse; ~15 ms), which a process that never checks a batch (Spark's driver) need not pay.
+    from crc32c import crc32c
+
     view = memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + size]
-    return crc32c.crc32c(view)
+    return crc32c(view)
 
 
 def verify_batch(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> None:
