@@ -29,7 +29,7 @@ import asyncio
 import concurrent.futures
 import queue
 import threading
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from epochlog.client.admin import AsyncAdmin, ClusterDescription, NewTopic, TopicDescription
@@ -47,6 +47,7 @@ from epochlog.client.errors import KafkaError
 from epochlog.client.fetch_decoder import ConsumerRecord
 from epochlog.client.group_admin_protocol import GroupDescription, GroupListing
 from epochlog.client.group_offsets import ConsumerGroupMetadata, OffsetAndMetadata
+from epochlog.client.loop_thread import as_coroutine, start_on_loop_thread
 from epochlog.client.metadata import TopicPartition
 from epochlog.protocol.messages.pin_controller import PinStatus
 
@@ -69,54 +70,14 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-class _LoopThread:
-    """An event loop running forever in a daemon thread."""
-
-    def __init__(self, name: str) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
-        self._thread.start()
-        self.ident = self._thread.ident
-
-    def run(self, coro: Awaitable[T], timeout: float | None = None) -> T:
-        return asyncio.run_coroutine_threadsafe(_await(coro), self.loop).result(timeout)
-
-    def call(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run a plain function on the loop and return its result."""
-
-        async def call() -> T:
-            return fn(*args)
-
-        return self.run(call())
-
-    def stop(self) -> None:
-        if self.loop.is_closed():
-            return
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join()
-        self.loop.close()
-
-
-async def _await(aw: Awaitable[T]) -> T:
-    return await aw
-
-
-def _start(name: str, factory: Callable[[], T]) -> tuple[_LoopThread, T]:
-    thread = _LoopThread(name)
-    try:
-        client = thread.call(factory)
-    except BaseException:
-        thread.stop()
-        raise
-    return thread, client
-
-
 class Consumer:
     """A blocking consumer; see `AsyncConsumer`. Rebalance callbacks get this object and run in
     the thread that calls `poll()` (see the module docstring)."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:
-        self._thread, self._consumer = _start("epochlog-consumer", lambda: AsyncConsumer(config))
+        self._thread, self._consumer = start_on_loop_thread(
+            "epochlog-consumer", lambda: AsyncConsumer(config)
+        )
         self.config = self._consumer.config
         # callbacks handed over by the loop: (callback, partitions, future) or a wake-up token
         self._handoff: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -165,7 +126,7 @@ class Consumer:
         """Run `coro` on the loop, running rebalance callbacks here meanwhile."""
         if threading.get_ident() == self._thread.ident:
             raise RuntimeError("a blocking Consumer method was called on its own loop thread")
-        result = asyncio.run_coroutine_threadsafe(_await(coro), self._thread.loop)
+        result = asyncio.run_coroutine_threadsafe(as_coroutine(coro), self._thread.loop)
         token = object()
         result.add_done_callback(lambda _: self._handoff.put(token))
         while True:
@@ -296,7 +257,9 @@ class Admin:
     """A blocking admin client; see `AsyncAdmin`."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:
-        self._thread, self._admin = _start("epochlog-admin", lambda: AsyncAdmin(config))
+        self._thread, self._admin = start_on_loop_thread(
+            "epochlog-admin", lambda: AsyncAdmin(config)
+        )
         self.config = self._admin.config
 
     @property

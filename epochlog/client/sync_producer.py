@@ -18,6 +18,7 @@ from epochlog.aio import wait_for
 from epochlog.client.delivery import DeliveryFuture
 from epochlog.client.errors import ClientClosedError, KafkaError
 from epochlog.client.group_offsets import ConsumerGroupMetadata, OffsetAndMetadata
+from epochlog.client.loop_thread import start_on_loop_thread
 from epochlog.client.producer import (
     AsyncProducer,
     Bytes,
@@ -28,7 +29,6 @@ from epochlog.client.producer import (
     normalize_headers,
     to_bytes,
 )
-from epochlog.client.sync import _start
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.records import BATCH_HEADER_SIZE
 
@@ -41,7 +41,9 @@ class Producer:
     """A blocking producer; see `AsyncProducer` for behaviour and `send` for threading."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:
-        self._thread, self._producer = _start("epochlog-producer", lambda: AsyncProducer(config))
+        self._thread, self._producer = start_on_loop_thread(
+            "epochlog-producer", lambda: AsyncProducer(config)
+        )
         self.config = self._producer.config
         self._max_request_size: int = self.config["max.request.size"]
         self._buffer_memory: int = self.config["buffer.memory"]
