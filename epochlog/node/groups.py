@@ -20,18 +20,14 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError
 
 from epochlog.broker.broker import Broker
 from epochlog.config.broker import BrokerConfig
-from epochlog.controller.assignment import assign_replicas
 from epochlog.coordinator.group.operations import GroupConfig
 from epochlog.coordinator.group.record_codec import ConsumerOffsetsCodec
 from epochlog.coordinator.group.records import TxnMarkerRecord
@@ -44,16 +40,9 @@ from epochlog.coordinator.group.runtime import (
 )
 from epochlog.coordinator.group.service import GroupService
 from epochlog.node.coordinator_log import CoordinatorTopicLog
+from epochlog.node.internal_topics import InternalTopic, create_internal_topic, follow_leadership
 from epochlog.protocol.control_records import marker_of
 from epochlog.protocol.errors import ErrorCode
-from epochlog.zk import controller_zk as zkc
-from epochlog.zk.znodes import (
-    TopicAssignment,
-    encode_topic_assignment,
-    encode_topic_config,
-    topic_config_path,
-    topic_path,
-)
 
 log = logging.getLogger(__name__)
 
@@ -151,79 +140,29 @@ class ZkGroupCoordinator:
         await asyncio.shield(self._creating)
 
     def _create_offsets_topic(self) -> None:
-        if self.zk.exists(topic_path(OFFSETS_TOPIC)) is not None:
-            return
-        brokers = sorted(zkc.read_brokers(self.zk))
-        wanted = self.config["offsets.topic.replication.factor"]
-        factor = min(wanted, len(brokers))
-        if factor < wanted:
-            log.warning(
-                "creating %s with replication factor %d: only %d brokers are registered "
-                "(offsets.topic.replication.factor is %d)",
+        create_internal_topic(
+            self.zk,
+            InternalTopic(
                 OFFSETS_TOPIC,
-                factor,
-                len(brokers),
-                wanted,
-            )
-        assignment = assign_replicas(
-            brokers, self.config["offsets.topic.num.partitions"], max(factor, 1)
+                partitions=self.config["offsets.topic.num.partitions"],
+                replication_factor=self.config["offsets.topic.replication.factor"],
+                replication_factor_key="offsets.topic.replication.factor",
+                configs=lambda _factor: {
+                    "cleanup.policy": "compact",
+                    "compression.type": "producer",
+                    "segment.bytes": str(self.config["offsets.topic.segment.bytes"]),
+                },
+            ),
         )
-        configs = {
-            "cleanup.policy": "compact",
-            "compression.type": "producer",
-            "segment.bytes": str(self.config["offsets.topic.segment.bytes"]),
-        }
-        # Kafka writes the topic's config before the topic: the controller reads both.
-        with contextlib.suppress(NodeExistsError):
-            self.zk.create(
-                topic_config_path(OFFSETS_TOPIC), encode_topic_config(configs), makepath=True
-            )
-        with contextlib.suppress(NodeExistsError):
-            self.zk.create(
-                topic_path(OFFSETS_TOPIC),
-                encode_topic_assignment(TopicAssignment(assignment, uuid.uuid4())),
-                makepath=True,
-            )
-            log.info(
-                "created %s: %d partitions, replication factor %d",
-                OFFSETS_TOPIC,
-                len(assignment),
-                factor,
-            )
 
 
 def attach_group_coordinator(broker: Broker, coordinator: ZkGroupCoordinator) -> None:
     """Load and unload shards as this broker's leadership of offsets partitions changes."""
-    rm = broker.replica_manager
     runtime = coordinator.runtime
-    on_leader, on_follower, on_stop = (
-        rm.on_become_leader,
-        rm.on_become_follower,
-        rm.on_stop_replicas,
+    follow_leadership(
+        broker.replica_manager,
+        OFFSETS_TOPIC,
+        elected=lambda partition, _leader_epoch: runtime.elected(partition),
+        resigned=runtime.resigned,
     )
-
-    def became_leader(partitions: list[Any]) -> None:
-        if on_leader is not None:
-            on_leader(partitions)
-        for p in partitions:
-            if p.key[0] == OFFSETS_TOPIC:
-                runtime.elected(p.key[1])
-
-    def became_follower(partitions: list[Any]) -> None:
-        if on_follower is not None:
-            on_follower(partitions)
-        for p in partitions:
-            if p.key[0] == OFFSETS_TOPIC:
-                runtime.resigned(p.key[1])
-
-    def stopped(keys: list[tuple[str, int]]) -> None:
-        if on_stop is not None:
-            on_stop(keys)
-        for topic, partition in keys:
-            if topic == OFFSETS_TOPIC:
-                runtime.resigned(partition)
-
-    rm.on_become_leader = became_leader
-    rm.on_become_follower = became_follower
-    rm.on_stop_replicas = stopped
     broker.services.group_coordinator = coordinator

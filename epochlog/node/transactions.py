@@ -24,20 +24,16 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError
 
 from epochlog.broker.broker import Broker
 from epochlog.broker.handlers.txn_markers import write_txn_markers
 from epochlog.config.broker import BrokerConfig
-from epochlog.controller.assignment import assign_replicas
 from epochlog.coordinator.transaction.markers import (
     MarkerDelivery,
     TopicPartition,
@@ -55,17 +51,10 @@ from epochlog.coordinator.transaction.runtime import (
 from epochlog.coordinator.transaction.service import TransactionService
 from epochlog.node.broker_connections import BrokerConnections
 from epochlog.node.coordinator_log import CoordinatorTopicLog
+from epochlog.node.internal_topics import InternalTopic, create_internal_topic, follow_leadership
 from epochlog.node.txn_verification import NetworkTransactionVerifier
 from epochlog.protocol.api import ApiKey
 from epochlog.protocol.errors import ErrorCode
-from epochlog.zk import controller_zk as zkc
-from epochlog.zk.znodes import (
-    TopicAssignment,
-    encode_topic_assignment,
-    encode_topic_config,
-    topic_config_path,
-    topic_path,
-)
 
 log = logging.getLogger(__name__)
 
@@ -196,7 +185,6 @@ class NetworkMarkerWriter:
         for queued, answer in zip(rounds, split_response(response, len(rounds)), strict=True):
             queued.delivery.record_response(queued.partitions, answer)
 
-
     async def close(self) -> None:
         for sender in self._senders.values():
             sender.cancel()
@@ -249,84 +237,32 @@ class ZkTransactionCoordinator:
         await asyncio.shield(self._creating)
 
     def _create_state_topic(self) -> None:
-        if self.zk.exists(topic_path(TRANSACTION_STATE_TOPIC)) is not None:
-            return
-        brokers = sorted(zkc.read_brokers(self.zk))
-        wanted = self.config["transaction.state.log.replication.factor"]
-        factor = max(min(wanted, len(brokers)), 1)
-        if factor < wanted:
-            log.warning(
-                "creating %s with replication factor %d: only %d brokers are registered "
-                "(transaction.state.log.replication.factor is %d)",
+        create_internal_topic(
+            self.zk,
+            InternalTopic(
                 TRANSACTION_STATE_TOPIC,
-                factor,
-                len(brokers),
-                wanted,
-            )
-        min_isr = min(self.config["transaction.state.log.min.isr"], factor)
-        assignment = assign_replicas(
-            brokers, self.config["transaction.state.log.num.partitions"], factor
+                partitions=self.config["transaction.state.log.num.partitions"],
+                replication_factor=self.config["transaction.state.log.replication.factor"],
+                replication_factor_key="transaction.state.log.replication.factor",
+                configs=lambda factor: {
+                    "cleanup.policy": "compact",
+                    "compression.type": "producer",
+                    "min.insync.replicas": str(
+                        min(self.config["transaction.state.log.min.isr"], factor)
+                    ),
+                    "segment.bytes": str(self.config["transaction.state.log.segment.bytes"]),
+                },
+            ),
         )
-        configs = {
-            "cleanup.policy": "compact",
-            "compression.type": "producer",
-            "min.insync.replicas": str(min_isr),
-            "segment.bytes": str(self.config["transaction.state.log.segment.bytes"]),
-        }
-        with contextlib.suppress(NodeExistsError):
-            self.zk.create(
-                topic_config_path(TRANSACTION_STATE_TOPIC),
-                encode_topic_config(configs),
-                makepath=True,
-            )
-        with contextlib.suppress(NodeExistsError):
-            self.zk.create(
-                topic_path(TRANSACTION_STATE_TOPIC),
-                encode_topic_assignment(TopicAssignment(assignment, uuid.uuid4())),
-                makepath=True,
-            )
-            log.info(
-                "created %s: %d partitions, replication factor %d, min.insync.replicas %d",
-                TRANSACTION_STATE_TOPIC,
-                len(assignment),
-                factor,
-                min_isr,
-            )
 
 
 def attach_transaction_coordinator(broker: Broker, coordinator: ZkTransactionCoordinator) -> None:
     """Load and unload shards as this broker's leadership of `__transaction_state` changes."""
-    rm = broker.replica_manager
-    runtime = coordinator.runtime
-    on_leader, on_follower, on_stop = (
-        rm.on_become_leader,
-        rm.on_become_follower,
-        rm.on_stop_replicas,
+    follow_leadership(
+        broker.replica_manager,
+        TRANSACTION_STATE_TOPIC,
+        elected=coordinator.runtime.elected,
+        resigned=coordinator.runtime.resigned,
     )
-
-    def became_leader(partitions: list[Any]) -> None:
-        if on_leader is not None:
-            on_leader(partitions)
-        for p in partitions:
-            if p.key[0] == TRANSACTION_STATE_TOPIC:
-                runtime.elected(p.key[1], p.leader_epoch)
-
-    def became_follower(partitions: list[Any]) -> None:
-        if on_follower is not None:
-            on_follower(partitions)
-        for p in partitions:
-            if p.key[0] == TRANSACTION_STATE_TOPIC:
-                runtime.resigned(p.key[1])
-
-    def stopped(keys: list[tuple[str, int]]) -> None:
-        if on_stop is not None:
-            on_stop(keys)
-        for topic, partition in keys:
-            if topic == TRANSACTION_STATE_TOPIC:
-                runtime.resigned(partition)
-
-    rm.on_become_leader = became_leader
-    rm.on_become_follower = became_follower
-    rm.on_stop_replicas = stopped
     broker.services.transaction_coordinator = coordinator
     broker.services.txn_verifier = coordinator.verifier  # KIP-890: leaders ask before appending

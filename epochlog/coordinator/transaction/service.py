@@ -30,21 +30,15 @@ from epochlog.coordinator.transaction.runtime import (
 )
 from epochlog.coordinator.transaction.state import TxnState
 from epochlog.protocol import messages as m
+from epochlog.protocol.api import ApiKey
 from epochlog.protocol.errors import ErrorCode
-
-INIT_PRODUCER_ID = 22
-ADD_PARTITIONS_TO_TXN = 24
-ADD_OFFSETS_TO_TXN = 25
-END_TXN = 26
-DESCRIBE_TRANSACTIONS = 65
-LIST_TRANSACTIONS = 66
 
 # The first version of each API that knows PRODUCER_FENCED.
 _PRODUCER_FENCED_SINCE = {
-    INIT_PRODUCER_ID: 4,
-    ADD_PARTITIONS_TO_TXN: 2,
-    ADD_OFFSETS_TO_TXN: 2,
-    END_TXN: 2,
+    ApiKey.INIT_PRODUCER_ID: 4,
+    ApiKey.ADD_PARTITIONS_TO_TXN: 2,
+    ApiKey.ADD_OFFSETS_TO_TXN: 2,
+    ApiKey.END_TXN: 2,
 }
 
 
@@ -57,12 +51,12 @@ def _for_version(api_key: int, version: int, error: ErrorCode) -> int:
 class TransactionService:
     api_keys = frozenset(
         {
-            INIT_PRODUCER_ID,
-            ADD_PARTITIONS_TO_TXN,
-            ADD_OFFSETS_TO_TXN,
-            END_TXN,
-            DESCRIBE_TRANSACTIONS,
-            LIST_TRANSACTIONS,
+            ApiKey.INIT_PRODUCER_ID,
+            ApiKey.ADD_PARTITIONS_TO_TXN,
+            ApiKey.ADD_OFFSETS_TO_TXN,
+            ApiKey.END_TXN,
+            ApiKey.DESCRIBE_TRANSACTIONS,
+            ApiKey.LIST_TRANSACTIONS,
         }
     )
 
@@ -70,17 +64,17 @@ class TransactionService:
         self.runtime = runtime
 
     async def handle(self, api_key: int, version: int, body: Any) -> Any:
-        if api_key == INIT_PRODUCER_ID:
+        if api_key == ApiKey.INIT_PRODUCER_ID:
             return await self._init_producer_id(version, body)
-        if api_key == ADD_PARTITIONS_TO_TXN:
+        if api_key == ApiKey.ADD_PARTITIONS_TO_TXN:
             return await self._add_partitions(version, body)
-        if api_key == ADD_OFFSETS_TO_TXN:
+        if api_key == ApiKey.ADD_OFFSETS_TO_TXN:
             return await self._add_offsets(version, body)
-        if api_key == END_TXN:
+        if api_key == ApiKey.END_TXN:
             return await self._end_txn(version, body)
-        if api_key == DESCRIBE_TRANSACTIONS:
+        if api_key == ApiKey.DESCRIBE_TRANSACTIONS:
             return self._describe(body)
-        if api_key == LIST_TRANSACTIONS:
+        if api_key == ApiKey.LIST_TRANSACTIONS:
             return self._list(version, body)
         raise ValueError(f"transaction coordinator: API key {api_key} is not a transaction API")
 
@@ -96,7 +90,7 @@ class TransactionService:
         except CoordinatorError as exc:
             reply = InitProducerIdReply(exc.error)
         return m.InitProducerIdResponse(
-            error_code=_for_version(INIT_PRODUCER_ID, version, reply.error),
+            error_code=_for_version(ApiKey.INIT_PRODUCER_ID, version, reply.error),
             producer_id=reply.producer_id,
             producer_epoch=reply.producer_epoch,
         )
@@ -111,7 +105,9 @@ class TransactionService:
             errors = reply.errors
         except CoordinatorError as exc:
             errors = dict.fromkeys(request.partitions, exc.error)
-        return {tp: _for_version(ADD_PARTITIONS_TO_TXN, version, e) for tp, e in errors.items()}
+        return {
+            tp: _for_version(ApiKey.ADD_PARTITIONS_TO_TXN, version, e) for tp, e in errors.items()
+        }
 
     async def _add_partitions(self, version: int, body: Any) -> Any:
         R = m.AddPartitionsToTxnResponse
@@ -151,7 +147,7 @@ class TransactionService:
             after_completion=True,
         )
         return m.AddOffsetsToTxnResponse(
-            error_code=_for_version(ADD_OFFSETS_TO_TXN, version, error)
+            error_code=_for_version(ApiKey.ADD_OFFSETS_TO_TXN, version, error)
         )
 
     async def _end_txn(self, version: int, body: Any) -> Any:
@@ -162,7 +158,7 @@ class TransactionService:
             request.transactional_id,
             lambda shard, handle, now: shard.end_txn(request, handle, now),
         )
-        return m.EndTxnResponse(error_code=_for_version(END_TXN, version, error))
+        return m.EndTxnResponse(error_code=_for_version(ApiKey.END_TXN, version, error))
 
     async def _error_call(
         self, transactional_id: str, operation: Any, after_completion: bool = False
