@@ -299,7 +299,8 @@ class NetLab:
         """The faulty directed links now: (source node, destination node) -> fault."""
         with self._lock:
             return {
-                (self.layout.nodes[a], self.layout.nodes[b]): f for (a, b), f in self._faults.items()
+                (self.layout.nodes[a], self.layout.nodes[b]): f
+                for (a, b), f in self._faults.items()
             }
 
     def _update(self, src: str, dst: str, change: Any) -> None:
@@ -326,7 +327,10 @@ class NetLab:
         seed = self._rng.randrange(2**31) if self._seed is not None else None
         process = spawn(
             [
-                "ip", "netns", "exec", self.layout.hub,
+                "ip",
+                "netns",
+                "exec",
+                self.layout.hub,
                 sys.executable,
                 "-m",
                 "epochlog.testing.netlab.shaper",

@@ -187,9 +187,15 @@ def transition(layout: Layout, src: str, dst: str, old: LinkFault, new: LinkFaul
             steps.append(
                 Step(
                     "ip",
-                    ("route", "add", f"{layout.address(dst)}/32",
-                     "dev", layout.tun(*_ids(layout, src, dst)),
-                     "table", str(shape_table(layout, src, dst))),  # fmt: skip
+                    (
+                        "route",
+                        "add",
+                        f"{layout.address(dst)}/32",
+                        "dev",
+                        layout.tun(*_ids(layout, src, dst)),
+                        "table",
+                        str(shape_table(layout, src, dst)),
+                    ),  # fmt: skip
                 )
             )
             steps.append(Step("ip", ("rule", "add", *shape_rule(layout, src, dst))))

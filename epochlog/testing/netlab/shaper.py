@@ -83,9 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     fd = open_tun(args.tun)
     print("ready", flush=True)
-    policy = ShapePolicy(
-        args.delay_ms, args.jitter_ms, args.loss_percent, random.Random(args.seed)
-    )
+    policy = ShapePolicy(args.delay_ms, args.jitter_ms, args.loss_percent, random.Random(args.seed))
     run(fd, policy)
     return 0
 
