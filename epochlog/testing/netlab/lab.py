@@ -148,7 +148,7 @@ class NetLab:
         free = [s for s in range(100, 250) if str(s) not in used]
         if not free:
             raise NetLabError("no free 10.S.0.0/16 subnet for a lab (100..249 all routed)")
-        return self._rng.choice(free)
+        return random.SystemRandom().choice(free)  # not the seed: two labs must differ
 
     def _build(self) -> None:
         layout, res = self.layout, self._resources
