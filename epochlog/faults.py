@@ -25,7 +25,7 @@ ENOSPC, EROFS, ...), as a failing disk would, until the rule is removed (`storag
 
 A rule may instead jump a broker's wall clock: `{"clock_offset_ms": 3600000, "broker": 2}`
 adds an hour to every reading of broker 2's data-plane clock (`WALL_CLOCK`: LogAppendTime
-stamps, retention, ISR lag, quotas) until the rule is removed; negative offsets go back. A thread
+stamps, retention, ISR lag, reads) until the rule is removed; negative offsets go back. A thread
 of the broker process re-reads the file every 50 ms (only when the config key is set), so the
 clock jumps without any request to carry the news; the clock itself reads one integer.
 
