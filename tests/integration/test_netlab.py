@@ -195,6 +195,23 @@ def test_delay_on_the_client_link_shows_in_every_round_trip(lab: Lab) -> None:
         heal_and_wait_whole(lab)
 
 
+def test_loss_on_the_client_link_drops_packets_and_tcp_delivers_anyway(lab: Lab) -> None:
+    state = create_topic(lab, "lossy")
+    leader_node = BROKER_NODES[state["leader"]]
+    p = producer(lab, **{"linger.ms": 0})
+    produce_one(p, "lossy", b"warm")
+    lab.net.loss("client", leader_node, 20)
+    try:
+        offsets = [produce_one(p, "lossy", b"lossy-%d" % i).offset() for i in range(30)]
+    finally:
+        heal_and_wait_whole(lab)
+    assert offsets == list(range(1, 31))  # every record acknowledged once, in order
+    counts = lab.net.shaped_packets()
+    passed, lost = counts[("client", leader_node)]
+    back_passed, back_lost = counts[(leader_node, "client")]
+    assert lost + back_lost > 0 and passed > 0 and back_passed > 0, counts
+
+
 def test_clock_jump_moves_a_records_log_append_time(lab: Lab) -> None:
     state = create_topic(lab, "stamped", {"message.timestamp.type": "LogAppendTime"})
     leader = state["leader"]

@@ -112,6 +112,7 @@ def test_shaper_loses_about_the_asked_share() -> None:
     policy = ShapePolicy(delay_ms=0, loss_percent=30, rng=random.Random(1))
     lost = sum(policy.release_at(float(i)) is None for i in range(10_000))
     assert 2700 < lost < 3300
+    assert (policy.passed, policy.lost) == (10_000 - lost, lost)  # what the lab reports
     assert ShapePolicy(delay_ms=0, loss_percent=0).release_at(5.0) == 5.0
 
 

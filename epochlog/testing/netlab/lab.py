@@ -85,7 +85,8 @@ class _Resources:
             self.host_veth = None
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
+def _stop(process: subprocess.Popen[bytes]) -> tuple[int, int]:
+    """Stop a shaper; the (passed, lost) packet counts it reports, (0, 0) if it cannot."""
     if process.poll() is None:
         process.terminate()
         try:
@@ -93,8 +94,12 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+    report = b""
     if process.stdout is not None:
+        report = process.stdout.read()
         process.stdout.close()
+    match = re.search(rb"passed (\d+) lost (\d+)", report)
+    return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
 
 
 class NamespacedZooKeeper(ZooKeeperServer):
@@ -125,6 +130,7 @@ class NetLab:
         self._resources = _Resources()
         self._finalizer = weakref.finalize(self, self._resources.release)
         self._faults: dict[tuple[int, int], LinkFault] = {}
+        self._counts: dict[tuple[int, int], tuple[int, int]] = {}  # stopped shapers' reports
         self._lock = threading.Lock()
         self._started = False
 
@@ -303,6 +309,15 @@ class NetLab:
                 for (a, b), f in self._faults.items()
             }
 
+    def shaped_packets(self) -> dict[tuple[str, str], tuple[int, int]]:
+        """(passed, lost) packets per directed link, over the shapers stopped so far (a shape
+        that is changed or healed stops its shaper)."""
+        with self._lock:
+            return {
+                (self.layout.nodes[a], self.layout.nodes[b]): c
+                for (a, b), c in self._counts.items()
+            }
+
     def _update(self, src: str, dst: str, change: Any) -> None:
         key = (self.layout.index(src), self.layout.index(dst))
         with self._lock:
@@ -314,7 +329,9 @@ class NetLab:
                 if step.kind == "ip":
                     _ip("-n", self.layout.hub, *step.args)
                 elif step.kind == "stop_shaper":
-                    _stop(self._resources.shapers.pop(key))
+                    passed, lost = _stop(self._resources.shapers.pop(key))
+                    before = self._counts.get(key, (0, 0))
+                    self._counts[key] = (before[0] + passed, before[1] + lost)
                 else:
                     assert step.shape is not None
                     self._resources.shapers[key] = self._start_shaper(key, step.shape)

@@ -8,7 +8,7 @@ hub then forwards it to its destination. Packets leave in the order they came (a
 never overtakes an earlier one), so TCP sees latency and loss, not reordering.
 
 `ShapePolicy` is the decision (when, if ever, a packet arriving now leaves), tested without a
-device; `run` is the loop around it.
+device; `run` is the loop around it. On SIGTERM the shaper prints `passed N lost M` and exits.
 """
 
 from __future__ import annotations
@@ -37,12 +37,16 @@ class ShapePolicy:
     jitter_ms: float = 0.0
     loss_percent: float = 0.0
     rng: random.Random = field(default_factory=random.Random)
+    passed: int = 0
+    lost: int = 0
     _last_release: float = float("-inf")
 
     def release_at(self, now: float) -> float | None:
         """The time (seconds, the clock of `now`) a packet arriving at `now` leaves; None: lost."""
         if self.loss_percent and self.rng.random() * 100 < self.loss_percent:
+            self.lost += 1
             return None
+        self.passed += 1
         delay = self.delay_ms
         if self.jitter_ms:
             delay += self.rng.uniform(-self.jitter_ms, self.jitter_ms)
@@ -82,9 +86,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     fd = open_tun(args.tun)
-    print("ready", flush=True)
     policy = ShapePolicy(args.delay_ms, args.jitter_ms, args.loss_percent, random.Random(args.seed))
-    run(fd, policy)
+    print("ready", flush=True)
+    try:
+        run(fd, policy)
+    finally:  # SIGTERM: tell the lab what this direction suffered
+        print(f"passed {policy.passed} lost {policy.lost}", flush=True)
     return 0
 
 
