@@ -23,7 +23,7 @@ from epochlog.cli.commands import read_status
 from epochlog.client import Admin
 from epochlog.testing.cluster import LocalCluster
 from epochlog.testing.faults import FaultRules
-from epochlog.testing.netlab import NamespacedZooKeeper, NetLab
+from epochlog.testing.netlab import LinkFault, NamespacedZooKeeper, NetLab, NetLabError
 
 BROKER_NODES = {1: "b1", 2: "b2", 3: "b3"}
 LAG_MS = 3000
@@ -264,6 +264,14 @@ def test_a_lab_removes_its_namespaces_even_when_the_test_fails() -> None:
     with pytest.raises(RuntimeError, match="boom"), NetLab(["x"]) as lab:
         namespace = lab.namespace("x")
         lab.cut("client", "x")
+        with pytest.raises(NetLabError, match="no node 'nowhere'"):
+            lab.cut("x", "nowhere")
+        with pytest.raises(NetLabError, match="delay"):
+            lab.delay("client", "x", -1)
+        assert lab.faults() == {
+            ("client", "x"): LinkFault(cut=True),
+            ("x", "client"): LinkFault(cut=True),
+        }
         raise RuntimeError("boom")
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert namespace not in listed and lab.layout.hub not in listed

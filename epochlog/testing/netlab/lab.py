@@ -9,6 +9,12 @@
         lab.delay("client", "b3", 50, jitter_ms=5)
         lab.loss("b2", "b3", 10)
         lab.heal("b1", "zk"); lab.heal_all()
+        lab.faults()            # {(src, dst): LinkFault} now: for the chaos runner's timeline
+        lab.shaped_packets()    # {(src, dst): (passed, lost)} of the shapers stopped so far
+
+Every fault call acts at once and returns; bad input (an unknown node, a negative delay) raises
+NetLabError naming it and changes nothing. A ZooKeeper ensemble works the same way: give
+`zookeeper()` the `servers` and `my_id` of ZooKeeperServer, one node per server.
 
 The host node (`host=`, "client" by default) is the root namespace, where the calling process
 and its clients run; faults on its links act on everything this process sends into the lab.
