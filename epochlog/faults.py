@@ -23,6 +23,12 @@ A rule may instead inject a storage error: `{"storage": "EIO", "broker": 4}` mak
 produce append and every probe of an offline log dir on broker 4 fail with that errno (EIO,
 ENOSPC, EROFS, ...), as a failing disk would, until the rule is removed (`storage_error`).
 
+A rule may instead jump a broker's wall clock: `{"clock_offset_ms": 3600000, "broker": 2}`
+adds an hour to every reading of broker 2's data-plane clock (`WALL_CLOCK`: LogAppendTime
+stamps, retention, ISR lag, reads) until the rule is removed; negative offsets go back. A thread
+of the broker process re-reads the file every 50 ms (only when the config key is set), so the
+clock jumps without any request to carry the news; the clock itself reads one integer.
+
 `FaultRules.write(path, rules)` is the test side. Without the config key nothing is consulted.
 """
 
@@ -32,6 +38,8 @@ import asyncio
 import errno
 import json
 import os
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,6 +84,8 @@ class FaultInjector:
     @classmethod
     def from_config(cls, config: Any) -> FaultInjector:
         path = config["epochlog.test.faults.file"]
+        if path:
+            WALL_CLOCK.watch(Path(path), config["broker.id"])
         return cls(Path(path) if path else None)
 
     def _load(self) -> list[_Rule]:
@@ -165,11 +175,75 @@ class FaultInjector:
 NO_FAULTS = FaultInjector()
 
 
+def clock_offset_ms(rules: list[dict[str, Any]], broker_ids: set[int]) -> int:
+    """The offset the first clock rule for one of `broker_ids` (or for every broker) sets."""
+    for rule in rules:
+        if "clock_offset_ms" in rule and rule.get("broker") in (None, *broker_ids):
+            return int(rule["clock_offset_ms"])
+    return 0
+
+
+class WallClock:
+    """The data plane's wall clock in ms, plus the offset a clock rule sets (tests only).
+
+    `offset_ms` is a plain attribute, written by the watcher thread and read by `now_ms`; with no
+    rules file it stays 0 and no thread runs. One clock per process: brokers run in processes of
+    their own, and an in-process harness's brokers share it (a rule then names any of them)."""
+
+    def __init__(self) -> None:
+        self.offset_ms = 0
+        self._broker_ids: set[int] = set()
+        self._path: Path | None = None
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000 + self.offset_ms
+
+    def watch(self, path: Path, broker_id: int) -> None:
+        with self._lock:
+            self._broker_ids.add(broker_id)
+            if self._path is not None:
+                return
+            self._path = path
+        threading.Thread(target=self._poll, name="fault-clock", daemon=True).start()
+
+    def close(self) -> None:
+        """Stop watching (the offset stays as it is)."""
+        self._closed.set()
+
+    def _poll(self) -> None:
+        mtime = -1
+        while not self._closed.is_set():
+            assert self._path is not None
+            try:
+                current = os.stat(self._path).st_mtime_ns
+            except FileNotFoundError:
+                current, self.offset_ms = -1, 0
+            if current != mtime and current != -1:
+                try:
+                    rules = json.loads(self._path.read_text() or "[]")
+                    self.offset_ms = clock_offset_ms(rules, self._broker_ids)
+                    mtime = current
+                except (OSError, json.JSONDecodeError, ValueError, TypeError):
+                    pass  # caught mid-write, or a bad rule: try again on the next poll
+            elif current == -1:
+                mtime = -1
+            self._closed.wait(POLL_S)
+
+
+WALL_CLOCK = WallClock()
+
+
 class FaultRules:
     """The test side: write the rules a running cluster's brokers will apply."""
 
     @staticmethod
     def write(path: str | os.PathLike[str], rules: list[dict[str, Any]]) -> None:
+        for rule in rules:
+            offset = rule.get("clock_offset_ms", 0)
+            if isinstance(offset, bool) or not isinstance(offset, int):
+                raise ValueError(f"clock_offset_ms must be an integer number of ms: {rule!r}")
         target = Path(path)
         tmp = target.with_suffix(".tmp")
         tmp.write_text(json.dumps(rules))

@@ -92,7 +92,7 @@ from epochlog.config.topic import (
     log_config_for,
     validate_topic_configs,
 )
-from epochlog.faults import NO_FAULTS, FaultInjector
+from epochlog.faults import NO_FAULTS, WALL_CLOCK, FaultInjector
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.schema import ZERO_UUID
 from epochlog.storage import LogConfig, LogManager, PartitionLog, StorageError
@@ -111,7 +111,8 @@ TopicPartition = tuple[str, int]
 
 
 def now_ms() -> int:
-    return time.time_ns() // 1_000_000
+    # WALL_CLOCK.offset_ms is 0 unless a test's clock-jump rule sets it (faults.py)
+    return time.time_ns() // 1_000_000 + WALL_CLOCK.offset_ms
 
 
 def known_topic_id(value: uuid.UUID | None) -> uuid.UUID | None:

@@ -3,7 +3,8 @@
 Shared by the tests, the benchmarks, the demo and `epochlog up`. Each broker gets a directory
 `<dir>/broker-<id>/` with its `server.properties` (free ports chosen once, so a restarted broker
 comes back at the same address), its log dir and its output. The cluster keeps the pid of every
-process it started and only ever signals those pids.
+process it started and only ever signals those pids. `placements` puts chosen brokers elsewhere
+than loopback: an address of their own and a launcher prefix (a test lab's network namespace).
 
 Two lifetimes: `die_with_parent=True` (tests, benchmarks, demo) makes every child die with the
 process that started it (PR_SET_PDEATHSIG), so a crashed test leaves nothing behind;
@@ -38,6 +39,17 @@ class ClusterError(RuntimeError):
     pass
 
 
+@dataclass(frozen=True)
+class BrokerPlacement:
+    """Where a broker runs when not on loopback: the address it listens on (and advertises), its
+    port (None: a free one) and a prefix its command runs under (`ip netns exec <ns>`: a network
+    namespace of a test lab, epochlog.testing.netlab)."""
+
+    host: str = "127.0.0.1"
+    port: int | None = None
+    launcher: tuple[str, ...] = ()
+
+
 @dataclass
 class BrokerProcess:
     broker_id: int
@@ -45,6 +57,8 @@ class BrokerProcess:
     directory: Path
     pid: int | None = None
     process: subprocess.Popen[bytes] | None = None
+    host: str = "127.0.0.1"
+    launcher: tuple[str, ...] = ()
 
     @property
     def config_path(self) -> Path:
@@ -93,6 +107,7 @@ class LocalCluster:
         die_with_parent: bool = True,
         zk_session_timeout_ms: int = 6000,
         log_dirs_per_broker: int = 1,
+        placements: Mapping[int, BrokerPlacement] | None = None,
     ) -> None:
         self.directory = Path(directory).resolve()
         self.broker_count = brokers
@@ -105,6 +120,7 @@ class LocalCluster:
         self.zk_pid: int | None = None
         self.zk_connect: str | None = zookeeper
         self.brokers: dict[int, BrokerProcess] = {}
+        self.placements = dict(placements or {})  # broker id -> where it runs (default loopback)
         # epochs of the generations restarted brokers replace (see wait_ready)
         self._previous_epochs: dict[int, int] = {}
 
@@ -141,10 +157,11 @@ class LocalCluster:
             for line in config_path.read_text().splitlines():
                 if line.startswith("log.dirs="):
                     existing_dirs = line.split("=", 1)[1]  # a restart keeps the broker's dirs
-        port = port or free_port()
+        placement = self.placements.get(broker_id, BrokerPlacement())
+        port = port or placement.port or free_port()
         values: dict[str, Any] = {
             "broker.id": broker_id,
-            "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+            "listeners": f"PLAINTEXT://{placement.host}:{port}",
             "log.dirs": existing_dirs
             or ",".join(
                 str(directory / ("logs" if i == 1 else f"logs-{i}"))
@@ -158,13 +175,16 @@ class LocalCluster:
         }
         values.update(self.broker_config)
         config_path.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
-        return BrokerProcess(broker_id, port, directory)
+        return BrokerProcess(
+            broker_id, port, directory, host=placement.host, launcher=placement.launcher
+        )
 
     def _spawn(self, broker: BrokerProcess) -> None:
         out = open(broker.log_path, "ab")  # noqa: SIM115 - handed to the child
         try:
             broker.process = spawn(
                 [
+                    *broker.launcher,
                     sys.executable,
                     "-m",
                     "epochlog",
@@ -204,7 +224,7 @@ class LocalCluster:
                         f"broker {broker_id} exited; its output ends with:\n"
                         + self.output_tail(broker_id)
                     )
-            if all(_port_open(self.brokers[b].port) for b in ids):
+            if all(_port_open(self.brokers[b].port, self.brokers[b].host) for b in ids):
                 state = self.zk_state()
                 registered = state["brokers"]
                 if (
@@ -239,7 +259,7 @@ class LocalCluster:
 
     @property
     def bootstrap_servers(self) -> str:
-        return ",".join(f"127.0.0.1:{b.port}" for b in self.brokers.values())
+        return ",".join(f"{b.host}:{b.port}" for b in self.brokers.values())
 
     def controller_id(self) -> int | None:
         return self.zk_state()["controller"]
@@ -313,7 +333,8 @@ class LocalCluster:
             "zookeeper_pid": self.zk_pid,
             "external_zookeeper": self.external_zookeeper is not None,
             "brokers": {
-                str(b.broker_id): {"port": b.port, "pid": b.pid} for b in self.brokers.values()
+                str(b.broker_id): {"port": b.port, "pid": b.pid, "host": b.host}
+                for b in self.brokers.values()
             },
         }
         (self.directory / STATE_FILE).write_text(json.dumps(state, indent=2))
@@ -331,7 +352,12 @@ class LocalCluster:
         if state["external_zookeeper"]:
             cluster.external_zookeeper = state["zookeeper"]
         for broker_id, info in state["brokers"].items():
-            b = BrokerProcess(int(broker_id), info["port"], path.parent / f"broker-{broker_id}")
+            b = BrokerProcess(
+                int(broker_id),
+                info["port"],
+                path.parent / f"broker-{broker_id}",
+                host=info.get("host", "127.0.0.1"),
+            )
             b.pid = info["pid"]
             cluster.brokers[int(broker_id)] = b
         return cluster
