@@ -91,6 +91,7 @@ WAITS = (
     "EpollSelector.select (selectors.py)",
     "Condition.wait (threading.py)",
     "Runner.run (asyncio/runners.py)",
+    "run (asyncio/runners.py)",  # the same wait as py-spy 0.4 names it
     "SequentialThreadingHandler.select (kazoo/handlers/threading.py)",
 )
 # Frames on every stack of a thread, which say nothing about where its time went.
