@@ -8,9 +8,11 @@ CPU the servers spent, divided by the records moved; it includes what they spend
 ZooKeeper ticks, followers' empty fetches), shown on its own in the "idle" column, measured over
 one second before each phase.
 
-The matrix: RF 1 and RF 3, 100 B and 1 KiB records with 1,000 distinct keys (spread over the 16
-partitions by the key's hash), acks=all, and two batchings:
-- large: linger.ms 5, librdkafka's default batch size;
+The matrix: RF 1 and RF 3, 100 B and 1 KiB records without keys (librdkafka's default
+partitioner: a keyless record goes to the partition of the batch being filled, and the next batch
+to another), 16 partitions, acks=all, and two batchings:
+- large: linger.ms 5, librdkafka's default batch size (`--keys 1000` spreads each batch's records
+  over the 16 partitions instead: batches of ~300 records where keyless ones hold thousands);
 - small: batches of 10 records, batch.num.messages 10 with linger.ms 1 and a producer that
   always has records queued. A full batch is sent at once (batch.num.messages wins over linger),
   the linger only holds back a partial one: with linger.ms 0 librdkafka sends whatever is queued
@@ -89,9 +91,6 @@ from epochlog.testing.cluster import LocalCluster  # noqa: E402
 
 MOCK = Path(__file__).resolve().parents[2] / "shared" / "tools" / "librdkafka_mock_cluster.py"
 IDLE_S = 1.0
-# Keyed records spread evenly over the partitions (without keys librdkafka's sticky partitioner
-# fills one partition at a time, and a mock partition past 5 MiB drops its oldest records).
-KEYS = 1000
 STATS_INTERVAL_MS = 250
 
 
@@ -106,7 +105,8 @@ class Endpoint:
 
 
 class Target:
-    """A server to measure: `endpoint(workload)` gives a fresh topic and the pids to watch."""
+    """A server to measure: `endpoint(rf, topic)` makes the topic and names the pids to watch;
+    `release` undoes it, so that each workload starts from the same state."""
 
     name: str
     # what a consumer measuring latency sets for this server (Kafka's defaults unless said)
@@ -316,13 +316,18 @@ def producer_config(endpoint: Endpoint, workload: Workload, stats: ProducerStats
 
 
 def produce(
-    endpoint: Endpoint, workload: Workload, n: int, pinning: Pinning, progress: Progress
+    endpoint: Endpoint,
+    workload: Workload,
+    n: int,
+    keys: int,
+    pinning: Pinning,
+    progress: Progress,
 ) -> Phase:
     stats = ProducerStats(endpoint.topic)
     producer = confluent_kafka.Producer(producer_config(endpoint, workload, stats))
     producer.list_topics(endpoint.topic, timeout=10)
     value = os.urandom(workload.size)
-    keys = [b"%d" % i for i in range(KEYS)]
+    key_values: list[bytes | None] = [b"%d" % i for i in range(keys)] or [None]
     # Warm-up, not timed: one acknowledged record per partition (followers are fetching).
     for partition in range(PARTITIONS):
         producer.produce(endpoint.topic, value, partition=partition)
@@ -344,7 +349,9 @@ def produce(
     for i in range(n):
         while True:
             try:
-                producer.produce(endpoint.topic, value, keys[i % KEYS], on_delivery=on_delivery)
+                producer.produce(
+                    endpoint.topic, value, key_values[i % len(key_values)], on_delivery=on_delivery
+                )
                 break
             except BufferError:
                 producer.poll(0.005)
@@ -558,7 +565,7 @@ def run_matrix(args: argparse.Namespace, results: Results, targets: dict[str, Ta
                     topic = f"eff-{workload.key}-{repeat}"
                     endpoint = target.endpoint(workload.rf, topic)
                     try:
-                        produced = produce(endpoint, workload, n, pinning, progress)
+                        produced = produce(endpoint, workload, n, args.keys, pinning, progress)
                         run = Run(name, workload.key, produced)
                         if workload.batching == "large":
                             run.consume = consume(endpoint, n + PARTITIONS, pinning, progress)
@@ -631,7 +638,7 @@ def profile_workload(args: argparse.Namespace, target: EpochlogTarget, profile_d
             spy = PySpy(broker.pid, path)
             server_cpu.pin([spy.process.pid], pinning.client)  # the sampler is not the server
             try:
-                phase = produce(endpoint, workload, n, pinning, progress)
+                phase = produce(endpoint, workload, n, args.keys, pinning, progress)
                 if workload.batching == "large":
                     consume(endpoint, n + PARTITIONS, pinning, progress)
             finally:
@@ -668,6 +675,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--batching", nargs="+", choices=("large", "small"), default=["large", "small"]
     )
     parser.add_argument("--targets", nargs="+", choices=TARGETS, default=list(TARGETS))
+    parser.add_argument(
+        "--keys", type=int, default=0, help="distinct record keys (0: keyless, the default)"
+    )
     parser.add_argument("--scale", type=float, default=1.0, help="multiplies the record counts")
     parser.add_argument("--repeat", type=int, default=1, help="rounds (medians shown)")
     parser.add_argument("--latency-seconds", type=float, default=10.0)
@@ -743,6 +753,7 @@ def main(argv: list[str] | None = None) -> None:
             "server_core": args.server_core,
             "repeat": args.repeat,
             "scale": args.scale,
+            "keys": args.keys,
             "latency_linger_ms": args.latency_linger_ms,
             "tansu": tansu.VERSION,
             "argv": sys.argv[1:] if argv is None else argv,
