@@ -92,6 +92,7 @@ from epochlog.testing.cluster import LocalCluster  # noqa: E402
 MOCK = Path(__file__).resolve().parents[2] / "shared" / "tools" / "librdkafka_mock_cluster.py"
 IDLE_S = 1.0
 STATS_INTERVAL_MS = 250
+STALL_S = 30.0
 
 
 # ----------------------------------------------------------------------------- targets
@@ -405,13 +406,20 @@ def consume(endpoint: Endpoint, total: int, pinning: Pinning, progress: Progress
         ]
     )
     seen = 0
+    last_progress = time.perf_counter()
     while seen < total:
-        for message in consumer.consume(num_messages=10_000, timeout=0.2):
+        batch = consumer.consume(num_messages=10_000, timeout=0.2)
+        for message in batch:
             if message.error() is None:
                 seen += 1
         progress.update(task, completed=seen)
-        if time.perf_counter() - start > 300:
-            raise RuntimeError(f"consumed {seen:,} of {total:,} in 300 s")
+        if batch:
+            last_progress = time.perf_counter()
+        elif time.perf_counter() - last_progress > STALL_S:
+            raise RuntimeError(
+                f"{endpoint.topic}: consumed {seen:,} of {total:,} records, then nothing for "
+                f"{STALL_S:.0f} s (the mock drops a partition's oldest records past 5 MiB)"
+            )
     elapsed = time.perf_counter() - start
     cpu = server_cpu.cpu_seconds(endpoint.pids) - cpu_start
     progress.remove_task(task)
