@@ -8,15 +8,17 @@ CPU the servers spent, divided by the records moved; it includes what they spend
 ZooKeeper ticks, followers' empty fetches), shown on its own in the "idle" column, measured over
 one second before each phase.
 
-The matrix: RF 1 and RF 3, 100 B and 1 KiB records without keys (librdkafka's default
-partitioner: a keyless record goes to the partition of the batch being filled, and the next batch
-to another), 16 partitions, acks=all, and two batchings:
-- large: linger.ms 5, librdkafka's default batch size (`--keys 1000` spreads each batch's records
-  over the 16 partitions instead: batches of ~300 records where keyless ones hold thousands);
-- small: batches of 10 records, batch.num.messages 10 with linger.ms 1 and a producer that
-  always has records queued. A full batch is sent at once (batch.num.messages wins over linger),
-  the linger only holds back a partial one: with linger.ms 0 librdkafka sends whatever is queued
-  each time its thread wakes, and against the mock that measured 5-6 records a batch, not 10.
+The matrix: RF 1 and RF 3, 100 B and 1 KiB records, 16 partitions, acks=all, and two batchings:
+- large: linger.ms 5, librdkafka's default batch size; records go to the partitions in turn in
+  runs of 500 KB (5,000 x 100 B, 488 x 1 KiB), so batches are as large as linger.ms lets them be,
+  the same on every target, and every partition gets an equal share. (Keyless records with
+  librdkafka's sticky partitioner pick a partition per batch at random, which overfilled a mock
+  partition's 5 MiB so that it dropped records; 1,000 keys made batches of ~280 records.)
+- small: batches of 10 records: runs of 10 records a partition, batch.num.messages 10 with
+  linger.ms 1, and a producer that always has records queued. A full batch is sent at once
+  (batch.num.messages wins over linger), the linger only holds back a partial one: with
+  linger.ms 0 librdkafka sends whatever is queued each time its thread wakes, and against the
+  mock that measured 5-6 records a batch, not 10.
   The achieved records per batch and per ProduceRequest come from the producer's statistics
   (`topics.<t>.batchcnt`, `brokers.*.req.Produce`) and are printed beside each figure.
 For each: the servers' CPU µs per record produced (timed after one acknowledged warm-up record
@@ -93,6 +95,7 @@ MOCK = Path(__file__).resolve().parents[2] / "shared" / "tools" / "librdkafka_mo
 IDLE_S = 1.0
 STATS_INTERVAL_MS = 250
 STALL_S = 30.0
+LARGE_RUN_BYTES = 500_000  # records a partition gets in a row with large batches
 
 
 # ----------------------------------------------------------------------------- targets
@@ -320,7 +323,6 @@ def produce(
     endpoint: Endpoint,
     workload: Workload,
     n: int,
-    keys: int,
     pinning: Pinning,
     progress: Progress,
 ) -> Phase:
@@ -328,7 +330,7 @@ def produce(
     producer = confluent_kafka.Producer(producer_config(endpoint, workload, stats))
     producer.list_topics(endpoint.topic, timeout=10)
     value = os.urandom(workload.size)
-    key_values: list[bytes | None] = [b"%d" % i for i in range(keys)] or [None]
+    run = 10 if workload.batching == "small" else max(1, LARGE_RUN_BYTES // workload.size)
     # Warm-up, not timed: one acknowledged record per partition (followers are fetching).
     for partition in range(PARTITIONS):
         producer.produce(endpoint.topic, value, partition=partition)
@@ -351,7 +353,10 @@ def produce(
         while True:
             try:
                 producer.produce(
-                    endpoint.topic, value, key_values[i % len(key_values)], on_delivery=on_delivery
+                    endpoint.topic,
+                    value,
+                    partition=(i // run) % PARTITIONS,
+                    on_delivery=on_delivery,
                 )
                 break
             except BufferError:
@@ -573,7 +578,7 @@ def run_matrix(args: argparse.Namespace, results: Results, targets: dict[str, Ta
                     topic = f"eff-{workload.key}-{repeat}"
                     endpoint = target.endpoint(workload.rf, topic)
                     try:
-                        produced = produce(endpoint, workload, n, args.keys, pinning, progress)
+                        produced = produce(endpoint, workload, n, pinning, progress)
                         run = Run(name, workload.key, produced)
                         if workload.batching == "large":
                             run.consume = consume(endpoint, n + PARTITIONS, pinning, progress)
@@ -646,7 +651,7 @@ def profile_workload(args: argparse.Namespace, target: EpochlogTarget, profile_d
             spy = PySpy(broker.pid, path)
             server_cpu.pin([spy.process.pid], pinning.client)  # the sampler is not the server
             try:
-                phase = produce(endpoint, workload, n, args.keys, pinning, progress)
+                phase = produce(endpoint, workload, n, pinning, progress)
                 if workload.batching == "large":
                     consume(endpoint, n + PARTITIONS, pinning, progress)
             finally:
@@ -683,9 +688,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--batching", nargs="+", choices=("large", "small"), default=["large", "small"]
     )
     parser.add_argument("--targets", nargs="+", choices=TARGETS, default=list(TARGETS))
-    parser.add_argument(
-        "--keys", type=int, default=0, help="distinct record keys (0: keyless, the default)"
-    )
     parser.add_argument("--scale", type=float, default=1.0, help="multiplies the record counts")
     parser.add_argument("--repeat", type=int, default=1, help="rounds (medians shown)")
     parser.add_argument("--latency-seconds", type=float, default=10.0)
@@ -761,7 +763,6 @@ def main(argv: list[str] | None = None) -> None:
             "server_core": args.server_core,
             "repeat": args.repeat,
             "scale": args.scale,
-            "keys": args.keys,
             "latency_linger_ms": args.latency_linger_ms,
             "tansu": tansu.VERSION,
             "argv": sys.argv[1:] if argv is None else argv,

@@ -82,12 +82,11 @@ LATENCY_P99_TARGET_MS = 10.0
 
 
 def record_counts(size: int, batching: str, scale: float) -> int:
-    # The mock keeps at most 5 MiB and 100k batches per partition, and keyless batches land on
-    # partitions at random: 1 KiB large batches are ~1 MB each, and 30,000 such records left a
-    # partition short of its oldest (the consume never ended). These stay well under.
+    # The mock keeps at most 5 MiB and 100k batches per partition; every partition gets an
+    # equal share, so these stay well under (30,000 x 1 KiB is 1.9 MB a partition).
     base = {
         (100, "large"): 200_000,
-        (1024, "large"): 15_000,
+        (1024, "large"): 30_000,
         (100, "small"): 60_000,
         (1024, "small"): 30_000,
     }[(size, batching)]
