@@ -310,6 +310,7 @@ def producer_config(endpoint: Endpoint, workload: Workload, stats: ProducerStats
         "acks": "all",
         "queue.buffering.max.messages": 1_000_000,
         "statistics.interval.ms": STATS_INTERVAL_MS,
+        "log_level": 4,  # warnings and worse: not the info line on a closing producer's queue
         "stats_cb": stats.on_stats,
     }
     if workload.batching == "large":
@@ -780,6 +781,7 @@ def main(argv: list[str] | None = None) -> None:
                 raise SystemExit("--profile needs epochlog among --targets")
             profile_workload(args, epochlog, args.profile_dir)
     results.meta["load_average"] = os.getloadavg()[0]
+    results.meta["cores"] = os.cpu_count()
     print_tables(results)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
