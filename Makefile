@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup system-deps test test-slow test-kafka-python lint bench bench-groups bench-throughput bench-client bench-controller-moves bench-spark bench-compaction bench-transactions demo clean
+.PHONY: setup system-deps test test-slow test-kafka-python lint bench bench-groups bench-throughput bench-client bench-controller-moves bench-spark bench-compaction bench-transactions bench-efficiency demo clean
 
 setup: $(STAMP) system-deps
 
@@ -61,6 +61,10 @@ bench-transactions: setup system-deps
 
 bench-client: setup system-deps
 	$(PY) bench/client.py
+
+# Servers' CPU per record, epochlog beside librdkafka's mock and Tansu (issue 20); ARGS=--quick etc.
+bench-efficiency: setup system-deps
+	$(PY) bench/efficiency.py $(ARGS)
 
 demo: setup
 	$(PY) -m epochlog demo

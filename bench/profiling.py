@@ -3,7 +3,8 @@
 `PySpy(pid, path)` starts `py-spy record --format raw` on the process (non-blocking sampling,
 every thread that is not idle), `stop()` ends it and writes the collapsed stacks, and
 `hotspots(path)` reads them back: per function, the share of samples spent in it (self) and
-under it (inclusive). Used by `bench/controller.py --profile`.
+under it (inclusive); `print_hotspots` prints them as a table. Used by `bench/controller.py
+--profile` and `bench/efficiency.py --profile`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
 
 from epochlog.processes import spawn
 
@@ -87,6 +91,7 @@ WAITS = (
     "EpollSelector.select (selectors.py)",
     "Condition.wait (threading.py)",
     "Runner.run (asyncio/runners.py)",
+    "run (asyncio/runners.py)",  # the same wait as py-spy 0.4 names it
     "SequentialThreadingHandler.select (kazoo/handlers/threading.py)",
 )
 # Frames on every stack of a thread, which say nothing about where its time went.
@@ -151,4 +156,37 @@ def hotspots(path: Path, top: int = 15) -> Hotspots:
         threads.most_common(6),
         self_counts.most_common(top),
         inclusive.most_common(top),
+    )
+
+
+def print_hotspots(console: Console, title: str, path: Path, rate: int = 200) -> None:
+    """The top functions of a py-spy raw profile as a table: self and inclusive shares of the
+    busy samples, then the busy samples by thread."""
+    spots = hotspots(path)
+    busy = spots.samples - spots.waiting
+    if not busy:
+        console.print(f"[dim]{title}: no busy samples ({path})[/dim]")
+        return
+    table = Table(
+        title=f"py-spy, {title}: {busy:,} busy samples at {rate} Hz (~{busy / rate:.1f} s of "
+        f"thread time; {spots.waiting:,} more waiting); {path}"
+    )
+    table.add_column("self", justify="right")
+    table.add_column("function (self time)")
+    table.add_column("inclusive", justify="right")
+    table.add_column("function (inclusive)")
+    for i in range(max(len(spots.self_time), len(spots.inclusive))):
+        own = spots.self_time[i] if i < len(spots.self_time) else ("", 0)
+        inc = spots.inclusive[i] if i < len(spots.inclusive) else ("", 0)
+        table.add_row(
+            f"{100 * own[1] / busy:.1f}%" if own[0] else "",
+            own[0],
+            f"{100 * inc[1] / busy:.1f}%" if inc[0] else "",
+            inc[0],
+        )
+    console.print(table)
+    console.print(
+        "[dim]busy samples by thread: "
+        + ", ".join(f"{name} {100 * c / busy:.0f}%" for name, c in spots.by_thread)
+        + "[/dim]"
     )
