@@ -230,25 +230,45 @@ def describe_unserved(api_key: int, version: int, client_id: str | None) -> str:
 
 
 def request_header_version(api_key: int, version: int) -> int:
+    known = _REQUEST_HEADER_VERSIONS.get((api_key, version))
+    if known is not None:
+        return known
     if api_key == ApiKey.CONTROLLED_SHUTDOWN and version == 0:
-        return 0
-    api = APIS.get(api_key)
-    if api is not None and api.request.SCHEMA.is_flexible(version):
-        return 2
-    return 1
+        header_version = 0
+    else:
+        api = APIS.get(api_key)
+        flexible = api is not None and api.request.SCHEMA.is_flexible(version)
+        header_version = 2 if flexible else 1
+    _REQUEST_HEADER_VERSIONS[(api_key, version)] = header_version
+    return header_version
 
 
 def response_header_version(api_key: int, version: int) -> int:
+    known = _RESPONSE_HEADER_VERSIONS.get((api_key, version))
+    if known is not None:
+        return known
     if api_key == ApiKey.API_VERSIONS:
-        return 0
-    api = APIS.get(api_key)
-    if api is not None and api.response.SCHEMA.is_flexible(version):
-        return 1
-    return 0
+        header_version = 0
+    else:
+        api = APIS.get(api_key)
+        flexible = api is not None and api.response.SCHEMA.is_flexible(version)
+        header_version = 1 if flexible else 0
+    _RESPONSE_HEADER_VERSIONS[(api_key, version)] = header_version
+    return header_version
+
+
+# Header versions by (api key, version), filled as they are asked for: every request and response
+# needs one, and working it out walks the schema.
+_REQUEST_HEADER_VERSIONS: dict[tuple[int, int], int] = {}
+_RESPONSE_HEADER_VERSIONS: dict[tuple[int, int], int] = {}
 
 
 _SIZE = struct.Struct(">i")
 _KEY_VERSION_CORRELATION = struct.Struct(">hhi")
+# A response frame's size prefix and header: v0 is the correlation id, v1 adds an empty
+# tagged-field section (one zero byte). Packed directly, not through the generic codec.
+_SIZE_CORRELATION = struct.Struct(">ii")
+_SIZE_CORRELATION_NO_TAGS = struct.Struct(">iiB")
 
 
 @dataclass(slots=True)
@@ -328,14 +348,14 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request:
 
 def encode_response(api_key: int, version: int, correlation_id: int, body: Message) -> bytes:
     """A whole response frame, size prefix included."""
-    out = bytearray(4)
-    encode_into(
-        ResponseHeader(correlation_id=correlation_id),
-        response_header_version(api_key, version),
-        out,
-    )
-    encode_into(body, version, out)
-    _SIZE.pack_into(out, 0, len(out) - 4)
+    if response_header_version(api_key, version) == 0:
+        out = bytearray(_SIZE_CORRELATION.size)
+        encode_into(body, version, out)
+        _SIZE_CORRELATION.pack_into(out, 0, len(out) - 4, correlation_id)
+    else:
+        out = bytearray(_SIZE_CORRELATION_NO_TAGS.size)
+        encode_into(body, version, out)
+        _SIZE_CORRELATION_NO_TAGS.pack_into(out, 0, len(out) - 4, correlation_id, 0)
     return bytes(out)
 
 
@@ -344,14 +364,14 @@ def encode_response_segments(
 ) -> SegmentedBuffer:
     """A response frame whose records may be file slices (a Fetch response served with sendfile):
     the bytes, with `slices` marking where each slice's bytes go. The size prefix counts them."""
-    out = SegmentedBuffer(b"\x00\x00\x00\x00")
-    encode_into(
-        ResponseHeader(correlation_id=correlation_id),
-        response_header_version(api_key, version),
-        out,
-    )
-    encode_into(body, version, out)
-    _SIZE.pack_into(out, 0, out.total_size - 4)
+    if response_header_version(api_key, version) == 0:
+        out = SegmentedBuffer(_SIZE_CORRELATION.pack(0, correlation_id))
+        encode_into(body, version, out)
+        _SIZE.pack_into(out, 0, (out.total_size if out.slices else len(out)) - 4)
+    else:
+        out = SegmentedBuffer(_SIZE_CORRELATION_NO_TAGS.pack(0, correlation_id, 0))
+        encode_into(body, version, out)
+        _SIZE.pack_into(out, 0, (out.total_size if out.slices else len(out)) - 4)
     return out
 
 
