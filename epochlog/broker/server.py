@@ -311,14 +311,16 @@ class Connection(asyncio.BufferedProtocol):
         throttle time in ms). A throttled consumer fetch is answered empty."""
         quotas = self.server.services.client_quotas
         api_key, version = request.api_key, request.api_version
-        client_id = request.header.client_id or ""
-        now_ms = int(time.time() * 1000)
         if api_key == ApiKey.PRODUCE:
             if not quotas.produce.enabled:
                 return body, 0
+            client_id = request.header.client_id or ""
+            now_ms = int(time.time() * 1000)
             return body, quotas.produce.record(ANONYMOUS_USER, client_id, request_size, now_ms)
         if api_key != ApiKey.FETCH or body is None or not quotas.fetch.enabled:
             return body, 0
+        client_id = request.header.client_id or ""
+        now_ms = int(time.time() * 1000)
         fetch = request.body
         replica_id = fetch.replica_state.replica_id if version >= 15 else fetch.replica_id
         if replica_id >= 0:

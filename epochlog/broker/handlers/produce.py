@@ -39,6 +39,7 @@ from epochlog.broker.txn_verification import (
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import Request
 from epochlog.protocol.errors import CorruptRecordError, ErrorCode
+from epochlog.protocol.produce_answer import ProduceAnswer
 from epochlog.protocol.records import BatchHeader, parse_batch_header
 
 R = m.ProduceResponse
@@ -219,6 +220,26 @@ def _response(
     version: int,
     listener: str,
 ) -> Any:
+    none = ErrorCode.NONE
+    if all(result.error is none for result in results.values()):
+        # The common answer: offsets only, encoded by fixed layouts (`ProduceAnswer`).
+        return ProduceAnswer(
+            [
+                (
+                    topic.name,
+                    [
+                        (
+                            p.index,
+                            (r := results[(topic.name, p.index)]).base_offset,
+                            r.log_append_time,
+                            r.log_start_offset,
+                        )
+                        for p in topic.partition_data
+                    ],
+                )
+                for topic in body.topic_data
+            ]
+        )
     cache = services.metadata_cache
     leaders: set[int] = set()
     topics = []
