@@ -152,7 +152,7 @@ def measure(
         + ", ".join(f"{b}: {user[b]:.2f}/{system[b]:.2f} s" for b in sorted(user))
     )
     if cprofile is not None:
-        report_cprofile(int(pids[leader]), cprofile, requests)  # type: ignore[arg-type]
+        report_cprofile(int(pids[leader]), cprofile, requests, rf)  # type: ignore[arg-type]
     if spy is not None:
         path = spy.stop()
         if path is not None:
@@ -167,8 +167,9 @@ def measure(
                 print(f"    {100 * n / busy:5.1f}%  {name}")
 
 
-def report_cprofile(pid: int, directory: Path, requests: int) -> None:
-    """Stop the leader's cProfile (bench/cprofile_site) and print its top functions."""
+def report_cprofile(pid: int, directory: Path, requests: int, rf: int) -> None:
+    """Stop the leader's cProfile (bench/cprofile_site), keep it as leader-rf<rf>.prof and
+    print its top functions."""
     path = directory / f"broker.{pid}"
     path.unlink(missing_ok=True)
     os.kill(pid, signal.SIGUSR2)
@@ -176,6 +177,7 @@ def report_cprofile(pid: int, directory: Path, requests: int) -> None:
     while not path.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     time.sleep(0.5)
+    path = path.rename(directory / f"leader-rf{rf}.prof")
     stats = pstats.Stats(str(path))
     total_calls = sum(v[1] for v in stats.stats.values())  # type: ignore[attr-defined]
     print(

@@ -211,6 +211,10 @@ def _scan(buf: bytes | bytearray | memoryview, pos: int, walk: _Walk) -> int:
                 if b < 128:
                     n = zz[b]
                     pos += 1
+                elif buf[pos + 1] < 128:  # two bytes: values up to 8 KiB
+                    raw = (b & 0x7F) | (buf[pos + 1] << 7)
+                    n = (raw >> 1) ^ -(raw & 1)
+                    pos += 2
                 else:
                     n, pos = varint(buf, pos)
                 if n > 0:
