@@ -337,8 +337,12 @@ class Connection(asyncio.BufferedProtocol):
     async def _serve(self) -> None:
         try:
             while not self._closed:
-                await self._wait_unmuted()
-                frame = await self._next_frame()
+                if self._throttled_until:  # muted once: wait out what is left of it
+                    await self._wait_unmuted()
+                if self._frames and not self._read_paused:
+                    frame: bytes | memoryview | None = self._frames.popleft()  # no await
+                else:
+                    frame = await self._next_frame()
                 if frame is None:
                     break
                 await self._handle(frame)
@@ -486,4 +490,5 @@ class Connection(asyncio.BufferedProtocol):
             log.exception("cannot encode the %s v%d response", ApiKey(api_key).name, version)
             self.close("response encoding failed")
             return
-        await self.wait_drained()
+        if self._write_paused or self._closed:
+            await self.wait_drained()
