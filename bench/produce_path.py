@@ -121,7 +121,12 @@ def produce(bootstrap: str, topic: str, count: int) -> tuple[float, int]:
 
 
 def measure(
-    cluster: LocalCluster, rf: int, count: int, profile: Path | None, cprofile: Path | None
+    cluster: LocalCluster,
+    rf: int,
+    count: int,
+    profile: Path | None,
+    cprofile: Path | None,
+    profile_follower: bool = False,
 ) -> None:
     bootstrap = cluster.bootstrap_servers
     topic = f"hot-rf{rf}"
@@ -134,8 +139,11 @@ def measure(
     if profile is not None:
         profile.mkdir(parents=True, exist_ok=True)
         spy = PySpy(int(pids[leader]), profile / f"leader-rf{rf}.txt")  # type: ignore[arg-type]
+    profiled = leader
+    if profile_follower and rf > 1:
+        profiled = next(b for b in sorted(pids) if b != leader)  # may hold no replica: RF 3 only
     if cprofile is not None:
-        os.kill(int(pids[leader]), signal.SIGUSR2)  # type: ignore[arg-type]
+        os.kill(int(pids[profiled]), signal.SIGUSR2)  # type: ignore[arg-type]
         time.sleep(0.2)
     before = {b: cpu_times(int(pid)) for b, pid in pids.items()}  # type: ignore[arg-type]
     elapsed, requests = produce(bootstrap, topic, count)
@@ -152,7 +160,7 @@ def measure(
         + ", ".join(f"{b}: {user[b]:.2f}/{system[b]:.2f} s" for b in sorted(user))
     )
     if cprofile is not None:
-        report_cprofile(int(pids[leader]), cprofile, requests, rf)  # type: ignore[arg-type]
+        report_cprofile(int(pids[profiled]), cprofile, requests, rf)  # type: ignore[arg-type]
     if spy is not None:
         path = spy.stop()
         if path is not None:
@@ -168,8 +176,8 @@ def measure(
 
 
 def report_cprofile(pid: int, directory: Path, requests: int, rf: int) -> None:
-    """Stop the leader's cProfile (bench/cprofile_site), keep it as leader-rf<rf>.prof and
-    print its top functions."""
+    """Stop the profiled broker's cProfile (bench/cprofile_site), keep it as
+    broker-<pid>-rf<rf>.prof and print its top functions."""
     path = directory / f"broker.{pid}"
     path.unlink(missing_ok=True)
     os.kill(pid, signal.SIGUSR2)
@@ -177,7 +185,7 @@ def report_cprofile(pid: int, directory: Path, requests: int, rf: int) -> None:
     while not path.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     time.sleep(0.5)
-    path = path.rename(directory / f"leader-rf{rf}.prof")
+    path = path.rename(directory / f"broker-{pid}-rf{rf}.prof")
     stats = pstats.Stats(str(path))
     total_calls = sum(v[1] for v in stats.stats.values())  # type: ignore[attr-defined]
     print(
@@ -193,6 +201,9 @@ def main() -> None:
     parser.add_argument("--rf", type=int, nargs="+", default=[3, 1])
     parser.add_argument("--profile", type=Path, default=None, help="py-spy the leader")
     parser.add_argument("--cprofile", type=Path, default=None, help="cProfile the leader")
+    parser.add_argument(
+        "--follower", action="store_true", help="--cprofile a follower instead (RF 3)"
+    )
     args = parser.parse_args()
     if args.cprofile is not None:
         args.cprofile.mkdir(parents=True, exist_ok=True)
@@ -206,7 +217,7 @@ def main() -> None:
         LocalCluster(directory, brokers=3) as cluster,
     ):
         for rf in args.rf:
-            measure(cluster, rf, args.messages, args.profile, args.cprofile)
+            measure(cluster, rf, args.messages, args.profile, args.cprofile, args.follower)
 
 
 if __name__ == "__main__":
