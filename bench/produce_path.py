@@ -189,7 +189,7 @@ def report_cprofile(pid: int, directory: Path, requests: int, rf: int) -> None:
     stats = pstats.Stats(str(path))
     total_calls = sum(v[1] for v in stats.stats.values())  # type: ignore[attr-defined]
     print(
-        f"  leader cProfile: {total_calls} calls, {total_calls / max(1, requests):.0f} "
+        f"  profiled broker: {total_calls} calls, {total_calls / max(1, requests):.0f} "
         f"per produce request"
     )
     stats.sort_stats("tottime").print_stats(45)
