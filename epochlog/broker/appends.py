@@ -22,14 +22,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
-from epochlog.broker.delayed import DelayedOperation, resolve
+from epochlog.broker.delayed import DelayedOperation
 from epochlog.broker.isr_rules import delayed_produce_status
 from epochlog.broker.partition import PartitionError
 from epochlog.broker.produce_validation import ProduceValidationError, validate_partition_records
 from epochlog.broker.replica_manager import ReplicaManager, TopicPartition, now_ms
 from epochlog.protocol.errors import CorruptRecordError, ErrorCode, InvalidRecordError
+from epochlog.protocol.recompression import PRODUCER as PRODUCER_COMPRESSION
 from epochlog.protocol.recompression import rebuild_batch, rebuild_codec
 from epochlog.protocol.records import BatchHeader, parse_batch_header
 from epochlog.storage import LogConfig, StorageError
@@ -67,17 +70,20 @@ def append_to_leader(
         if injected is not None:
             raise injected
         config = partition.log.config
+        rules = _rules(config)
+        where = f"{topic}-{index}"
         header = validate_partition_records(
             records,
             version=version,
-            max_message_bytes=config.max_message_bytes,
-            where=partition.name,
-            max_decompressed_bytes=config.max_decompressed_bytes,
-            log_append_time=config.log_append_time,
-            require_keys=config.compact,
+            max_message_bytes=rules.max_message_bytes,
+            where=where,
+            max_decompressed_bytes=rules.max_decompressed_bytes,
+            log_append_time=rules.log_append_time,
+            require_keys=rules.compact,
         )
         assert records is not None
-        records, header = apply_topic_compression(records, header, config, partition.name)
+        if rules.may_recompress:
+            records, header = apply_topic_compression(records, header, config, where)
         result = partition.append_records_as_leader(
             records,
             header,
@@ -109,6 +115,40 @@ def append_to_leader(
         log_append_time=result.log_append_time,
         log_start_offset=result.log_start_offset,
     )
+
+
+class _AppendRules(NamedTuple):
+    """What a topic's LogConfig asks of a produced batch, read once per config object (its
+    properties parse strings, and every produce asks)."""
+
+    max_message_bytes: int
+    max_decompressed_bytes: int
+    log_append_time: bool
+    compact: bool
+    may_recompress: bool  # compression.type is not `producer`
+
+
+# id(config) -> (config, rules): a LogConfig is frozen and replaced, never changed, when a
+# topic's config changes; the identity check keeps a reused id from matching.
+_RULES: dict[int, tuple[LogConfig, _AppendRules]] = {}
+_RULES_MAX = 4096
+
+
+def _rules(config: LogConfig) -> _AppendRules:
+    cached = _RULES.get(id(config))
+    if cached is not None and cached[0] is config:
+        return cached[1]
+    rules = _AppendRules(
+        config.max_message_bytes,
+        config.max_decompressed_bytes,
+        config.log_append_time,
+        config.compact,
+        config.compression_type != PRODUCER_COMPRESSION,
+    )
+    if len(_RULES) >= _RULES_MAX:
+        _RULES.clear()
+    _RULES[id(config)] = (config, rules)
+    return rules
 
 
 def apply_topic_compression(
@@ -157,13 +197,15 @@ class DelayedProduce(DelayedOperation):
         rm: ReplicaManager,
         required_offsets: dict[TopicPartition, int],
         results: dict[TopicPartition, ProducePartitionResult],
-        future: asyncio.Future[dict[TopicPartition, ProducePartitionResult]],
+        future: asyncio.Future[Any],
+        respond: Respond | None = None,
     ) -> None:
         super().__init__(timeout_ms)
         self.rm = rm
         self.pending = dict(required_offsets)
         self.results = results
         self.future = future
+        self.respond = respond
 
     def try_complete(self) -> bool:
         for key, required in list(self.pending.items()):
@@ -196,7 +238,7 @@ class DelayedProduce(DelayedOperation):
         for key in self.pending:
             self.results[key].error = ErrorCode.REQUEST_TIMED_OUT
             self.results[key].message = "the append was not replicated within the timeout"
-        resolve(self.future, self.results)
+        _settle(self.future, self.results, self.respond)
 
 
 def start_append_records(
@@ -207,28 +249,47 @@ def start_append_records(
     entries: list[tuple[TopicPartition, bytes | None]],
     version: int,
     from_coordinator: bool = False,
-) -> asyncio.Future[dict[TopicPartition, ProducePartitionResult]]:
-    """Append every partition now; the future gets the results, at once or (acks=all) once
-    they are replicated."""
+    respond: Respond | None = None,
+) -> asyncio.Future[Any]:
+    """Append every partition now; the future gets the results (or `respond(results)`, or the
+    exception it raises), at once or (acks=all) once they are replicated."""
     now = now_ms()
     results = {
         key: append_to_leader(rm, key, records, required_acks, version, now, from_coordinator)
         for key, records in entries
     }
-    future: asyncio.Future[dict[TopicPartition, ProducePartitionResult]] = (
-        asyncio.get_running_loop().create_future()
-    )
+    future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
     required = {
         key: result.last_offset + 1
         for key, result in results.items()
         if result.error is ErrorCode.NONE
     }
     if required_acks != -1 or not required:
-        future.set_result(results)
+        _settle(future, results, respond)
         return future
-    op = DelayedProduce(timeout_ms, rm, required, results, future)
+    op = DelayedProduce(timeout_ms, rm, required, results, future, respond)
     rm.produce_purgatory.try_complete_else_watch(op, list(required))
     return future
+
+
+Respond = Callable[[dict[TopicPartition, "ProducePartitionResult"]], Any]
+
+
+def _settle(
+    future: asyncio.Future[Any],
+    results: dict[TopicPartition, ProducePartitionResult],
+    respond: Respond | None,
+) -> None:
+    """Resolve `future` with the results, or with what `respond` makes of them."""
+    if future.done():
+        return  # its waiter has gone (connection closed, task cancelled)
+    if respond is None:
+        future.set_result(results)
+        return
+    try:
+        future.set_result(respond(results))
+    except Exception as exc:  # CloseConnection, or a bug reported to the server
+        future.set_exception(exc)
 
 
 async def append_records(

@@ -40,10 +40,12 @@ from epochlog.protocol.record_validation import (
     check_batch_records,
 )
 from epochlog.protocol.records import (
+    ATTRIBUTES_OFFSET,
     BATCH_HEADER_SIZE,
     COMPRESSION_MASK,
     LOG_OVERHEAD,
     MAGIC_V2,
+    TRANSACTIONAL_MASK,
     BatchHeader,
     batch_crc,
     parse_batch_header,
@@ -53,6 +55,7 @@ from epochlog.storage.config import DEFAULT_DECOMPRESSED_MAX_MULTIPLE
 
 VALID_ACKS = (0, 1, -1)
 ZSTD_MIN_PRODUCE_VERSION = 7
+MAGIC_OFFSET = 16
 
 
 class ProduceValidationError(Exception):
@@ -87,12 +90,14 @@ def request_error(
 def has_transactional_batch(
     records: Iterable[bytes | bytearray | memoryview | None],
 ) -> bool:
-    """Whether any partition's (first) batch is flagged transactional, from its header only."""
+    """Whether any partition's (first) magic-2 batch is flagged transactional, from the low byte
+    of its attributes alone (what is wrong with any other batch, validation names)."""
     for raw in records:
         if (
             raw is not None
             and len(raw) >= BATCH_HEADER_SIZE
-            and parse_batch_header(raw).is_transactional
+            and raw[MAGIC_OFFSET] == MAGIC_V2
+            and raw[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_MASK
         ):
             return True
     return False
@@ -133,7 +138,7 @@ def validate_partition_records(
             f"{where}: the batch says {size} bytes, the request holds {total}; "
             "Produce v3+ needs exactly one whole batch",
         )
-    magic = records[16]
+    magic = records[MAGIC_OFFSET]
     if magic != MAGIC_V2:
         raise ProduceValidationError(
             ErrorCode.INVALID_RECORD,

@@ -13,15 +13,17 @@ long-poll fetch), write the response, and wait until the transport's buffer is e
 Kafka's muting of a channel while its request is in flight, so responses are in request order.
 Slow requests await futures; nothing blocks the event loop.
 
-One exception: a Produce whose records are appended and now wait for replication (acks=all)
-does not hold the connection. The next request is taken at once; further produces append in
-request order and wait alongside (up to MAX_WAITING_PRODUCES), anything else waits until they
-are answered, and a writer task answers them in order. A client pipelining produces (librdkafka
-keeps many in flight) then waits one replication round trip for many requests, not one each:
-about 3x the acks=all throughput with replication factor 3 here. An OffsetCommit is handled the
-same way (`BEGINNERS`): its records are queued for __consumer_offsets in request order when it
-is begun, so a client's async commits share replication rounds. Answers handled in one step of
-the loop are written together (`_queue_response`).
+Every API is dispatched the same way (`HANDLERS`). A handler returns either a coroutine (run
+to its end before the next request of the connection) or an `asyncio.Future`: a request whose
+ordered work is done already (a Produce's records appended, an OffsetCommit's records queued
+for __consumer_offsets) and whose answer is deferred until they replicate. A deferred answer
+does not hold the connection: the next request is taken at once; further deferred requests
+wait alongside (up to MAX_WAITING_PRODUCES), anything else waits until they are answered, and a
+writer task answers them in order. A client pipelining produces (librdkafka keeps many in
+flight) then waits one replication round trip for many requests, not one each: about 3x the
+acks=all throughput with replication factor 3 here, and async commits share replication rounds
+the same way. Answers handled in one step of the loop are written together
+(`_queue_response`).
 
 Bad input closes only the connection it came on:
 - a frame that does not decode (garbage, truncated body): close, logged (bytes after a body
@@ -33,7 +35,8 @@ Bad input closes only the connection it came on:
 - a handler that fails unexpectedly: the API's error response with UNKNOWN_SERVER_ERROR;
 - a handler that raises `CloseConnection` (a failed acks=0 produce): close.
 
-Fetch responses are encoded with holes for the log data and written by `transmit` (sendfile).
+Responses are encoded with holes where a body carries log data as file slices (a Fetch's
+records), and those are written by `transmit` (sendfile); any other answer is queued as bytes.
 
 Client quotas (KIP-13, KIP-219; the math is `client_quotas`): a Produce's request size and a
 consumer Fetch's response size are recorded against the client's byte rate when it is
@@ -51,14 +54,12 @@ import logging
 import socket
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from typing import Any, cast
 
 from epochlog.broker.client_quotas import ANONYMOUS_USER, client_throttles_itself
 from epochlog.broker.handlers import HANDLERS, BrokerServices, CloseConnection, ConnectionInfo
 from epochlog.broker.handlers.errors import error_response
-from epochlog.broker.handlers.groups import begin_offset_commit
-from epochlog.broker.handlers.produce import begin_produce
 from epochlog.broker.transmit import SendMode, SliceTruncatedError, send_segmented
 from epochlog.protocol.api import (
     ApiKey,
@@ -66,7 +67,6 @@ from epochlog.protocol.api import (
     Request,
     decode_request,
     describe_unserved,
-    encode_response,
     encode_response_segments,
     peek_client_id,
     peek_request_header,
@@ -79,15 +79,9 @@ from epochlog.protocol.framing import FramePool, FrameReader, FrameSizeError
 log = logging.getLogger(__name__)
 
 MAX_QUEUED_FRAMES = 32
-# Produces of one connection appended and waiting for replication at once (see `_defer_produce`).
+# Deferred answers (appended produces, queued commits) of one connection waiting for replication
+# at once (see `_defer_produce`).
 MAX_WAITING_PRODUCES = 16
-# Requests whose work is ordered when begun, and that may then wait for replication while the
-# connection's next request is taken: Produce, and OffsetCommit (an append to
-# __consumer_offsets).
-BEGINNERS: dict[int, Callable[[BrokerServices, Request, ConnectionInfo], asyncio.Future[Any]]] = {
-    ApiKey.PRODUCE: begin_produce,
-    ApiKey.OFFSET_COMMIT: begin_offset_commit,
-}
 
 
 class KafkaServer:
@@ -317,14 +311,16 @@ class Connection(asyncio.BufferedProtocol):
         throttle time in ms). A throttled consumer fetch is answered empty."""
         quotas = self.server.services.client_quotas
         api_key, version = request.api_key, request.api_version
-        client_id = request.header.client_id or ""
-        now_ms = int(time.time() * 1000)
         if api_key == ApiKey.PRODUCE:
             if not quotas.produce.enabled:
                 return body, 0
+            client_id = request.header.client_id or ""
+            now_ms = int(time.time() * 1000)
             return body, quotas.produce.record(ANONYMOUS_USER, client_id, request_size, now_ms)
         if api_key != ApiKey.FETCH or body is None or not quotas.fetch.enabled:
             return body, 0
+        client_id = request.header.client_id or ""
+        now_ms = int(time.time() * 1000)
         fetch = request.body
         replica_id = fetch.replica_state.replica_id if version >= 15 else fetch.replica_id
         if replica_id >= 0:
@@ -341,8 +337,12 @@ class Connection(asyncio.BufferedProtocol):
     async def _serve(self) -> None:
         try:
             while not self._closed:
-                await self._wait_unmuted()
-                frame = await self._next_frame()
+                if self._throttled_until:  # muted once: wait out what is left of it
+                    await self._wait_unmuted()
+                if self._frames and not self._read_paused:
+                    frame: bytes | memoryview | None = self._frames.popleft()  # no await
+                else:
+                    frame = await self._next_frame()
                 if frame is None:
                     break
                 await self._handle(frame)
@@ -388,26 +388,32 @@ class Connection(asyncio.BufferedProtocol):
                 self.info.peer,
                 request.header.client_id,
             )
-        services = self.server.services
-        begin = BEGINNERS.get(api_key)
-        if begin is not None:
-            if len(self._waiting_produces) >= MAX_WAITING_PRODUCES:
-                await self._produces_answered.wait()
-            try:
-                pending = begin(services, request, self.info)
-            except Exception as exc:  # answered UNKNOWN_SERVER_ERROR by _answer, in order
-                pending = asyncio.get_running_loop().create_future()
-                pending.set_exception(exc)
-            if self._waiting_produces or not pending.done():
-                self._defer_produce(request, pending, request_size)
+        if len(self._waiting_produces) >= MAX_WAITING_PRODUCES:
+            await self._produces_answered.wait()
+        handling: Awaitable[Any]
+        try:
+            handling = HANDLERS[api_key](self.server.services, request, self.info)
+        except Exception as exc:  # answered UNKNOWN_SERVER_ERROR by _answer, in order
+            failed: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            failed.set_exception(exc)
+            handling = failed
+        if isinstance(handling, asyncio.Future):
+            # Begun: its ordered work is done, its answer may wait for replication.
+            if self._waiting_produces or not handling.done():
+                self._defer_produce(request, handling, request_size)
                 return
-            await self._answer(request, pending, request_size)
+            await self._answer(request, handling, request_size)
             return
         if self._waiting_produces:
-            # Anything else runs after the produces before it are answered, as it would if
-            # the connection took one request at a time.
-            await self._produces_answered.wait()
-        await self._answer(request, HANDLERS[api_key](services, request, self.info))
+            # Anything else runs after the deferred answers before it, as it would if the
+            # connection took one request at a time.
+            try:
+                await self._produces_answered.wait()
+            except BaseException:
+                if asyncio.iscoroutine(handling):
+                    handling.close()  # never started: nothing to clean up, no warning
+                raise
+        await self._answer(request, handling, request_size)
 
     def _defer_produce(
         self, request: Request, pending: asyncio.Future[Any], request_size: int
@@ -469,16 +475,13 @@ class Connection(asyncio.BufferedProtocol):
             return
         assert self.transport is not None
         try:
-            if api_key == ApiKey.FETCH:
-                segments = encode_response_segments(api_key, version, request.correlation_id, body)
+            frame = encode_response_segments(api_key, version, request.correlation_id, body)
+            if frame.slices:
                 self._flush_responses()  # earlier answers first: the transport writes in order
-                await send_segmented(
-                    self.transport, segments, self.wait_drained, self.server.send_mode
-                )
+                mode = self.server.send_mode
+                await send_segmented(self.transport, frame, self.wait_drained, mode)
             else:
-                self._queue_response(
-                    encode_response(api_key, version, request.correlation_id, body)
-                )
+                self._queue_response(bytes(frame))
         except SliceTruncatedError as exc:
             log.warning("fetch response to %s cut short: %s", self.info.peer, exc)
             self.close("log truncated during a fetch response")
@@ -487,4 +490,5 @@ class Connection(asyncio.BufferedProtocol):
             log.exception("cannot encode the %s v%d response", ApiKey(api_key).name, version)
             self.close("response encoding failed")
             return
-        await self.wait_drained()
+        if self._write_paused or self._closed:
+            await self.wait_drained()

@@ -17,11 +17,18 @@ from __future__ import annotations
 
 import enum
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from epochlog.protocol import messages as m
-from epochlog.protocol.codec import Message, SegmentedBuffer, decode_from, encode_into
+from epochlog.protocol.codec import (
+    Message,
+    SegmentedBuffer,
+    compile_version,
+    decode_from,
+    encode_into,
+)
 from epochlog.protocol.errors import DecodeError, UnsupportedVersionError
 from epochlog.protocol.headers import RequestHeader, ResponseHeader
 
@@ -230,25 +237,45 @@ def describe_unserved(api_key: int, version: int, client_id: str | None) -> str:
 
 
 def request_header_version(api_key: int, version: int) -> int:
+    known = _REQUEST_HEADER_VERSIONS.get((api_key, version))
+    if known is not None:
+        return known
     if api_key == ApiKey.CONTROLLED_SHUTDOWN and version == 0:
-        return 0
-    api = APIS.get(api_key)
-    if api is not None and api.request.SCHEMA.is_flexible(version):
-        return 2
-    return 1
+        header_version = 0
+    else:
+        api = APIS.get(api_key)
+        flexible = api is not None and api.request.SCHEMA.is_flexible(version)
+        header_version = 2 if flexible else 1
+    _REQUEST_HEADER_VERSIONS[(api_key, version)] = header_version
+    return header_version
 
 
 def response_header_version(api_key: int, version: int) -> int:
+    known = _RESPONSE_HEADER_VERSIONS.get((api_key, version))
+    if known is not None:
+        return known
     if api_key == ApiKey.API_VERSIONS:
-        return 0
-    api = APIS.get(api_key)
-    if api is not None and api.response.SCHEMA.is_flexible(version):
-        return 1
-    return 0
+        header_version = 0
+    else:
+        api = APIS.get(api_key)
+        flexible = api is not None and api.response.SCHEMA.is_flexible(version)
+        header_version = 1 if flexible else 0
+    _RESPONSE_HEADER_VERSIONS[(api_key, version)] = header_version
+    return header_version
+
+
+# Header versions by (api key, version), filled as they are asked for: every request and response
+# needs one, and working it out walks the schema.
+_REQUEST_HEADER_VERSIONS: dict[tuple[int, int], int] = {}
+_RESPONSE_HEADER_VERSIONS: dict[tuple[int, int], int] = {}
 
 
 _SIZE = struct.Struct(">i")
 _KEY_VERSION_CORRELATION = struct.Struct(">hhi")
+# A response frame's size prefix and header: v0 is the correlation id, v1 adds an empty
+# tagged-field section (one zero byte). Packed directly, not through the generic codec.
+_SIZE_CORRELATION = struct.Struct(">ii")
+_SIZE_CORRELATION_NO_TAGS = struct.Struct(">iiB")
 
 
 @dataclass(slots=True)
@@ -316,25 +343,47 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request:
     that do not decode as the request they claim to be.
     """
     api_key, version, _ = peek_request_header(frame)
-    api = APIS.get(api_key)
-    if api is None or not api.supports(version):
-        raise UnsupportedVersionError(api_key, version)
-    header, pos = decode_from(RequestHeader, frame, request_header_version(api_key, version), 0)
-    body, _ = decode_from(api.request, frame, version, pos)
+    decoders = _REQUEST_DECODERS.get((api_key, version))
+    if decoders is None:
+        decoders = _request_decoders(api_key, version)
+    end = len(frame)
+    try:
+        header, pos = decoders[0](frame, 0, end)
+        body, _ = decoders[1](frame, pos, end)
+    except Exception:
+        # Decoded again the slow way, which names the field that failed (DecodeError).
+        header, pos = decode_from(RequestHeader, frame, request_header_version(api_key, version), 0)
+        body, _ = decode_from(APIS[api_key].request, frame, version, pos)
     # Bytes after the body are ignored, as Kafka's brokers ignore them: librdkafka 2.16 sends
     # three after an all-topics Metadata v13 request, and refusing it breaks list_topics().
     return Request(header, body)
 
 
+Decoder = Callable[[bytes | bytearray | memoryview, int, int], tuple[Any, int]]
+# (api key, version) -> the compiled decoders of its request header and body: a request costs
+# one lookup, not the schema walks and cache lookups of `decode_from` twice.
+_REQUEST_DECODERS: dict[tuple[int, int], tuple[Decoder, Decoder]] = {}
+
+
+def _request_decoders(api_key: int, version: int) -> tuple[Decoder, Decoder]:
+    api = APIS.get(api_key)
+    if api is None or not api.supports(version):
+        raise UnsupportedVersionError(api_key, version)
+    decoders = (
+        compile_version(RequestHeader, request_header_version(api_key, version)).decode,
+        compile_version(api.request, version).decode,
+    )
+    _REQUEST_DECODERS[(api_key, version)] = decoders
+    return decoders
+
+
 def encode_response(api_key: int, version: int, correlation_id: int, body: Message) -> bytes:
     """A whole response frame, size prefix included."""
-    out = bytearray(4)
-    encode_into(
-        ResponseHeader(correlation_id=correlation_id),
-        response_header_version(api_key, version),
-        out,
-    )
-    encode_into(body, version, out)
+    if response_header_version(api_key, version) == 0:
+        out = bytearray(_SIZE_CORRELATION.pack(0, correlation_id))
+    else:
+        out = bytearray(_SIZE_CORRELATION_NO_TAGS.pack(0, correlation_id, 0))
+    _encode_body(body, version, out)  # file slices are read into it (not a SegmentedBuffer)
     _SIZE.pack_into(out, 0, len(out) - 4)
     return bytes(out)
 
@@ -344,15 +393,33 @@ def encode_response_segments(
 ) -> SegmentedBuffer:
     """A response frame whose records may be file slices (a Fetch response served with sendfile):
     the bytes, with `slices` marking where each slice's bytes go. The size prefix counts them."""
-    out = SegmentedBuffer(b"\x00\x00\x00\x00")
-    encode_into(
-        ResponseHeader(correlation_id=correlation_id),
-        response_header_version(api_key, version),
-        out,
-    )
-    encode_into(body, version, out)
-    _SIZE.pack_into(out, 0, out.total_size - 4)
+    if response_header_version(api_key, version) == 0:
+        out = SegmentedBuffer(_SIZE_CORRELATION.pack(0, correlation_id))
+    else:
+        out = SegmentedBuffer(_SIZE_CORRELATION_NO_TAGS.pack(0, correlation_id, 0))
+    _encode_body(body, version, out)
+    _SIZE.pack_into(out, 0, (out.total_size if out.slices else len(out)) - 4)
     return out
+
+
+def _encode_body(body: Any, version: int, out: bytearray) -> None:
+    encoder = _BODY_ENCODERS.get((type(body), version))
+    if encoder is not None:
+        mark = len(out)
+        try:
+            encoder(body, out)
+        except Exception:
+            del out[mark:]
+            encode_into(body, version, out)  # raises the EncodeError naming the field
+    elif hasattr(body, "encode_body"):
+        body.encode_body(version, out)  # a body that encodes itself (`ProduceAnswer`)
+    else:
+        encode_into(body, version, out)  # compiles it, or names what cannot be encoded
+        _BODY_ENCODERS[(type(body), version)] = compile_version(type(body), version).encode
+
+
+# (message class, version) -> its compiled encoder, once one encoding succeeded.
+_BODY_ENCODERS: dict[tuple[type, int], Callable[[Any, bytearray], None]] = {}
 
 
 def decode_response(

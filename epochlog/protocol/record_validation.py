@@ -153,7 +153,13 @@ def _scan(buf: bytes | bytearray | memoryview, pos: int, walk: _Walk) -> int:
                 pos += 1
             else:
                 try:
-                    length, pos = varint(buf, pos)
+                    b2 = buf[pos + 1]
+                    if b2 < 128:  # two bytes (records up to 8 KiB): inline, no call
+                        raw = (b & 0x7F) | (b2 << 7)
+                        length = (raw >> 1) ^ -(raw & 1)
+                        pos += 2
+                    else:
+                        length, pos = varint(buf, pos)
                 except IndexError:  # the length itself is cut by the end of the window
                     walk.need = end - start + 1
                     return start
@@ -169,6 +175,10 @@ def _scan(buf: bytes | bytearray | memoryview, pos: int, walk: _Walk) -> int:
                 if b < 128:
                     ts_delta = zz[b]
                     pos += 1
+                elif buf[pos + 1] < 128:  # two bytes: deltas up to 8 s
+                    raw = (b & 0x7F) | (buf[pos + 1] << 7)
+                    ts_delta = (raw >> 1) ^ -(raw & 1)
+                    pos += 2
                 else:
                     ts_delta, pos = varint(buf, pos)
                 b = buf[pos]
@@ -201,6 +211,10 @@ def _scan(buf: bytes | bytearray | memoryview, pos: int, walk: _Walk) -> int:
                 if b < 128:
                     n = zz[b]
                     pos += 1
+                elif buf[pos + 1] < 128:  # two bytes: values up to 8 KiB
+                    raw = (b & 0x7F) | (buf[pos + 1] << 7)
+                    n = (raw >> 1) ^ -(raw & 1)
+                    pos += 2
                 else:
                     n, pos = varint(buf, pos)
                 if n > 0:

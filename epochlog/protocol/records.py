@@ -89,7 +89,10 @@ class BatchHeader(NamedTuple):
 
     @property
     def compression(self) -> Compression:
-        return Compression(self.attributes & COMPRESSION_MASK)
+        codec = _CODECS_BY_ID.get(self.attributes & COMPRESSION_MASK)
+        if codec is None:  # as Compression(id) would: the id names no codec
+            raise ValueError(f"{self.attributes & COMPRESSION_MASK} is not a valid Compression")
+        return codec
 
     @property
     def is_log_append_time(self) -> bool:
@@ -108,6 +111,10 @@ class BatchHeader(NamedTuple):
         if self.base_sequence == NO_SEQUENCE:
             return NO_SEQUENCE
         return (self.base_sequence + self.last_offset_delta) & 0x7FFFFFFF
+
+
+# A dict lookup, not an enum call: every produced and replicated batch asks for its codec.
+_CODECS_BY_ID = {codec.value: codec for codec in Compression}
 
 
 def parse_batch_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
@@ -132,12 +139,18 @@ def parse_batch_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> Bat
 
 def batch_crc(buf: bytes | bytearray | memoryview, pos: int, size: int) -> int:
     """CRC-32C over the batch from its attributes to its end (what the header's crc covers)."""
-    # Imported here: crc32c's package import reads its distribution metadata (importlib.metadata,
-    # argparse; ~15 ms), which a process that never checks a batch (Spark's driver) need not pay.
-    from crc32c import crc32c
+    global _crc32c
+    if _crc32c is None:
+        # Imported on first use: crc32c's package import reads its distribution metadata
+        # (importlib.metadata, argparse; ~15 ms), which a process that never checks a batch
+        # (Spark's driver) need not pay.
+        from crc32c import crc32c
 
-    view = memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + size]
-    return crc32c(view)
+        _crc32c = crc32c
+    return _crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + size])
+
+
+_crc32c: Callable[[bytes | bytearray | memoryview], int] | None = None
 
 
 def verify_batch(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> None:

@@ -238,6 +238,9 @@ class PartitionLog:
     @property
     def last_batch_epoch(self) -> int:
         """The partition leader epoch of the last batch in the log, -1 when there is none."""
+        active = self._segments[-1]
+        if not active.is_empty:  # nearly always: asked on every leader append
+            return active.last_epoch
         for segment in reversed(self._segments):
             if not segment.is_empty:
                 return segment.last_epoch
@@ -305,8 +308,8 @@ class PartitionLog:
                 set_log_append_time(buf, position, header.size, log_append_time)
                 stamped.append(parse_batch_header(buf, position))
             else:
-                stamped.append(
-                    header._replace(base_offset=offset, partition_leader_epoch=leader_epoch)
+                stamped.append(  # header with its new offset and epoch, without _replace
+                    BatchHeader._make((offset, header[1], leader_epoch, *header[3:]))
                 )
             offset += header.last_offset_delta + 1
         if leader_epoch >= 0:

@@ -45,7 +45,11 @@ from epochlog.broker.handlers.control import (
     handle_update_metadata,
 )
 from epochlog.broker.handlers.fetch import handle_fetch
-from epochlog.broker.handlers.groups import handle_find_coordinator, handle_group_request
+from epochlog.broker.handlers.groups import (
+    begin_offset_commit,
+    handle_find_coordinator,
+    handle_group_request,
+)
 from epochlog.broker.handlers.log_dirs import (
     handle_alter_replica_log_dirs,
     handle_describe_log_dirs,
@@ -58,7 +62,7 @@ from epochlog.broker.handlers.partition_admin import (
     handle_elect_leaders,
 )
 from epochlog.broker.handlers.pin_controller import handle_pin_controller
-from epochlog.broker.handlers.produce import handle_produce
+from epochlog.broker.handlers.produce import begin_produce
 from epochlog.broker.handlers.producers import handle_describe_producers
 from epochlog.broker.handlers.reassignments import (
     handle_alter_partition_reassignments,
@@ -70,7 +74,9 @@ from epochlog.broker.handlers.txn_markers import handle_write_txn_markers
 from epochlog.protocol.api import APIS, ApiKey
 
 HANDLERS: dict[int, Handler] = {
-    ApiKey.PRODUCE: handle_produce,
+    # Produce and OffsetCommit begin at once and return a Future (see the server).
+    ApiKey.PRODUCE: begin_produce,
+    ApiKey.OFFSET_COMMIT: begin_offset_commit,
     ApiKey.FETCH: handle_fetch,
     ApiKey.LIST_OFFSETS: handle_list_offsets,
     ApiKey.METADATA: handle_metadata,
@@ -115,7 +121,6 @@ HANDLERS: dict[int, Handler] = {
     **{
         key: handle_group_request
         for key in (
-            ApiKey.OFFSET_COMMIT,
             ApiKey.OFFSET_FETCH,
             ApiKey.JOIN_GROUP,
             ApiKey.HEARTBEAT,

@@ -1,4 +1,11 @@
-"""Produce (v3-11): hand the partitions to the append path and answer per partition.
+"""Produce (v3-11), the produce path's request end: from the decoded body to its answer.
+
+`begin_produce` is the Produce handler. It appends every partition's batch now, in request
+order (`appends.start_append_records`: validation by the batch's header, CRC-32C and one walk of
+its records, offsets assigned in place, the append), and returns a Future of the response body:
+resolved at once, or with acks=all once the records are replicated. The server takes the
+connection's next request while it waits. The body is built by the same step that completes the
+append (`respond`), not by a callback chained on it, so an answer costs no extra loop turn.
 
 acks=0 gets no response at all; if any partition failed the connection is closed instead, so
 the producer notices (Kafka's `handleProduceRequest`). From v8 a failed partition carries an
@@ -32,32 +39,30 @@ from epochlog.broker.txn_verification import (
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import Request
 from epochlog.protocol.errors import CorruptRecordError, ErrorCode
+from epochlog.protocol.produce_answer import ProduceAnswer
 from epochlog.protocol.records import BatchHeader, parse_batch_header
 
 R = m.ProduceResponse
 _REDIRECT = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH)
 
 
-async def handle_produce(
-    services: BrokerServices, request: Request, connection: ConnectionInfo
-) -> Any:
-    return await begin_produce(services, request, connection)
-
-
 def begin_produce(
     services: BrokerServices, request: Request, connection: ConnectionInfo
 ) -> asyncio.Future[Any]:
     """Append now, in request order; the future gets the response body (None for acks=0) or
-    CloseConnection, at once or, with acks=all, once the records are replicated. The server
-    uses the split to take the next request of a connection while one waits for replication."""
+    CloseConnection, at once or, with acks=all, once the records are replicated."""
     body = request.body
     version = request.api_version
     entries = [((t.name, p.index), p.records) for t in body.topic_data for p in t.partition_data]
-    response: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    transactional_id = body.transactional_id
+    # Transactional batches matter here only without a transactional id (they are refused).
     problem = request_error(
-        body.acks, body.transactional_id, has_transactional_batch(r for _, r in entries)
+        body.acks,
+        transactional_id,
+        transactional_id is None and has_transactional_batch(r for _, r in entries),
     )
     if problem is not None:
+        response: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         if body.acks == 0:
             response.set_exception(CloseConnection(f"acks=0 produce refused: {problem}"))
             return response
@@ -66,39 +71,45 @@ def begin_produce(
         }
         response.set_result(_answer(services, body, results, version, connection.listener))
         return response
+
+    def respond(results: dict[TopicPartition, ProducePartitionResult]) -> Any:
+        return _answer(services, body, results, version, connection.listener)
+
     order = connection.appends
     earlier = order.pending
-    plan = _verification_plan(services, body.transactional_id, entries)
-    appended: asyncio.Future[dict[TopicPartition, ProducePartitionResult]]
+    plan = (
+        _verification_plan(services, transactional_id, entries)
+        if transactional_id
+        else _NO_VERIFICATION
+    )
     if (earlier is None or earlier.done()) and not plan.partitions and not plan.refused:
-        appended = start_append_records(
+        return start_append_records(
             services.replica_manager,
             timeout_ms=body.timeout_ms,
             required_acks=body.acks,
             entries=entries,
             version=version,
+            respond=respond,
         )
-    else:
-        appended = asyncio.ensure_future(
-            _verify_then_append(services, body, entries, version, plan, earlier)
-        )
-        order.pending = appended
+    appended = asyncio.ensure_future(
+        _verify_then_append(services, body, entries, version, plan, earlier)
+    )
+    order.pending = appended
+    response = asyncio.get_running_loop().create_future()
 
-    def answer(done: asyncio.Future[dict[tuple[str, int], ProducePartitionResult]]) -> None:
+    def answer(done: asyncio.Future[dict[TopicPartition, ProducePartitionResult]]) -> None:
         if response.done():
             return
         try:
-            response.set_result(
-                _answer(services, body, done.result(), version, connection.listener)
-            )
+            response.set_result(respond(done.result()))
         except Exception as exc:  # CloseConnection, or a bug reported to the server
             response.set_exception(exc)
 
-    if appended.done():
-        answer(appended)
-    else:
-        appended.add_done_callback(answer)
+    appended.add_done_callback(answer)
     return response
+
+
+_NO_VERIFICATION = VerificationPlan()
 
 
 def _verification_plan(
@@ -209,6 +220,26 @@ def _response(
     version: int,
     listener: str,
 ) -> Any:
+    none = ErrorCode.NONE
+    if all(result.error is none for result in results.values()):
+        # The common answer: offsets only, encoded by fixed layouts (`ProduceAnswer`).
+        return ProduceAnswer(
+            [
+                (
+                    topic.name,
+                    [
+                        (
+                            p.index,
+                            (r := results[(topic.name, p.index)]).base_offset,
+                            r.log_append_time,
+                            r.log_start_offset,
+                        )
+                        for p in topic.partition_data
+                    ],
+                )
+                for topic in body.topic_data
+            ]
+        )
     cache = services.metadata_cache
     leaders: set[int] = set()
     topics = []
