@@ -346,8 +346,11 @@ def unavailability(history: History, gap_s: float = 1.0) -> dict[str, float]:
     acks = sorted(
         op.complete_s for op in history.ops if op.kind is OpKind.SEND and op.status is Status.OK
     )
-    end = history.duration_s or (acks[-1] if acks else 0.0)
-    edges = [0.0, *acks, end] if acks else [0.0, end]
+    start = history.load_start_s if history.load_start_s is not None else 0.0
+    end = history.load_end_s
+    if end is None:
+        end = history.duration_s or (acks[-1] if acks else 0.0)
+    edges = [start, *(a for a in acks if start <= a <= end), end]
     charged: dict[str, float] = defaultdict(float)
     for a, b in zip(edges, edges[1:], strict=False):
         if b - a <= gap_s:

@@ -117,6 +117,9 @@ class History:
     # topics whose final read is read_committed (so skipped offsets may be aborted records)
     transactional_topics: set[str] = field(default_factory=set)
     duration_s: float = 0.0
+    # while the writers ran (unavailability is measured between them)
+    load_start_s: float | None = None
+    load_end_s: float | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _start: float = field(default_factory=time.monotonic, repr=False)
 
