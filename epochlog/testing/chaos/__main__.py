@@ -14,32 +14,13 @@ from pathlib import Path
 
 from rich.console import Console
 
+from epochlog.cli.chaos_cmd import add_arguments
+
 
 def build_parser(prog: str = "epochlog chaos") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     add_arguments(parser)
     return parser
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--duration", type=float, default=60.0, help="seconds of faults per run")
-    parser.add_argument("--seed", type=int, default=0, help="the (first) seed")
-    parser.add_argument("--seeds", type=int, default=1, help="soak: this many seeds in a row")
-    parser.add_argument("--brokers", type=int, default=3, help="3 to 5")
-    parser.add_argument("--partitions", type=int, default=3)
-    parser.add_argument("--faults", help="comma-separated fault kinds (default: all)")
-    parser.add_argument("--out", default="chaos-runs", help="directory for runs (chaos-runs)")
-    parser.add_argument(
-        "--config", action="append", default=[], metavar="KEY=VALUE", help="broker setting"
-    )
-    parser.add_argument(
-        "--fault-module",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="import this module first: it registers more fault kinds",
-    )
-    parser.add_argument("--list-faults", action="store_true", help="list the fault kinds")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     from epochlog.testing.chaos.runner import ChaosConfig, run, save_history
 
     args = build_parser().parse_args(argv)
-    console = Console()
+    console = Console(width=160)
     try:
         load_fault_modules(args.fault_module)
         if args.list_faults:

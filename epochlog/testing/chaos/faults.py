@@ -154,6 +154,8 @@ class _BrokerDown(Fault):
 
 @register
 class KillBroker(_BrokerDown):
+    """kill -9 of a random broker; heal restarts it."""
+
     kind = "kill-broker"
 
     def inject(self, ctx: ChaosContext) -> str:
@@ -162,6 +164,8 @@ class KillBroker(_BrokerDown):
 
 @register
 class KillController(_BrokerDown):
+    """kill -9 of the controller; heal restarts it."""
+
     kind = "kill-controller"
 
     def target(self, ctx: ChaosContext) -> int:
@@ -176,6 +180,8 @@ class KillController(_BrokerDown):
 
 @register
 class KillLeader(_BrokerDown):
+    """kill -9 of the leader of a random data partition; heal restarts it."""
+
     kind = "kill-leader"
 
     def target(self, ctx: ChaosContext) -> int:
@@ -199,6 +205,8 @@ def coordinator_partition(key: str, partitions: int) -> int:
 
 @register
 class KillGroupCoordinator(_BrokerDown):
+    """kill -9 of the consumer group's coordinator; heal restarts it."""
+
     kind = "kill-group-coordinator"
 
     def target(self, ctx: ChaosContext) -> int:
@@ -210,6 +218,8 @@ class KillGroupCoordinator(_BrokerDown):
 
 @register
 class KillTxnCoordinator(_BrokerDown):
+    """kill -9 of the transactional id's coordinator; heal restarts it."""
+
     kind = "kill-txn-coordinator"
 
     def target(self, ctx: ChaosContext) -> int:
@@ -222,6 +232,8 @@ class KillTxnCoordinator(_BrokerDown):
 
 @register
 class ControlledShutdown(_BrokerDown):
+    """SIGTERM (controlled shutdown) of a random broker; heal restarts it."""
+
     kind = "controlled-shutdown"
 
     def take_down(self, ctx: ChaosContext, broker: int) -> None:
@@ -233,6 +245,8 @@ class ControlledShutdown(_BrokerDown):
 
 @register
 class FastBounce(_BrokerDown):
+    """kill -9 and an immediate restart of a random broker."""
+
     kind = "bounce"
     hold_s = (0.0, 0.0)
 
@@ -295,6 +309,8 @@ def session_password(session_id: int) -> bytes:
 
 @register
 class SessionExpiry(Fault):
+    """A broker's ZooKeeper session expired on the server while the broker runs on."""
+
     kind = "zk-session-expiry"
     hold_s = (0.0, 0.0)
 
@@ -330,6 +346,8 @@ class SessionExpiry(Fault):
 
 @register
 class ZooKeeperRestart(Fault):
+    """ZooKeeper stopped for a few seconds, then started again."""
+
     kind = "zk-restart"
     hold_s = (1.0, 4.0)
 
@@ -440,6 +458,8 @@ class FullDisk(Fault):
 
 @register
 class Zombie(Fault):
+    """A new producer with the loop's transactional id, between its transactions."""
+
     kind = "zombie"
     hold_s = (0.0, 0.0)
     needs = "txn_loop"
