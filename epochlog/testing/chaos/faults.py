@@ -509,7 +509,15 @@ class DiskLossIsrRace(Fault):
             return next(p for p in ctx.status()["partitions"] if p["topic"] == self.topic)
 
         with Admin({"bootstrap.servers": cluster.bootstrap_servers}) as admin:
-            admin.create_topics([NewTopic(self.topic, replica_assignment={0: [a, b]})])
+            admin.create_topics(
+                [
+                    NewTopic(
+                        self.topic,
+                        replica_assignment={0: [a, b]},
+                        configs={"min.insync.replicas": "1"},
+                    )
+                ]
+            )
         ctx.extra_topics[self.topic] = (1, False)
         _wait(lambda: state()["isr"] == [a, b], 30, "the ISR [A, B]")
         cluster.stop_broker(b)

@@ -159,14 +159,16 @@ def run(config: ChaosConfig, log: Callable[[str], None] = print) -> RunResult:
         ctx = ChaosContext(cluster, rng, history, txn_loop, full_disk_broker, faults_file, log=say)
         _schedule(ctx, kinds, config, say)
         say("faults over: stopping the writers")
-        wl.stop_all(workloads, lambda w: not isinstance(w, wl.CkReader))
         history.load_end_s = history.now()
+        wl.stop_all(workloads, lambda w: not isinstance(w, wl.CkReader))
+        say("writers stopped")
         quiet = _quiesce(ctx, config.quiesce_timeout_s)
         say("quiesced: every ISR whole" if quiet else f"NOT quiesced: {_unhealthy(ctx)}")
         if not quiet:
             notes.append(f"not quiesced after {config.quiesce_timeout_s:.0f} s: {_unhealthy(ctx)}")
         time.sleep(3)  # the readers catch up
         wl.stop_all(workloads)
+        say("readers stopped")
         topics = {
             wl.DATA_TOPIC: (config.partitions, False),
             wl.OUT_TOPIC: (config.partitions, True),
@@ -178,12 +180,14 @@ def run(config: ChaosConfig, log: Callable[[str], None] = print) -> RunResult:
         wl.stop_all(workloads)
         history.duration_s = history.now()
         cluster.close()
-        if full_disk_broker is not None:
-            from epochlog.testing.storage_faults import umount
+        try:
+            topics_on_disk = {wl.DATA_TOPIC, wl.OUT_TOPIC, *(ctx.extra_topics if ctx else {})}
+            history.replicas = read_replicas(cluster, topics_on_disk)
+        finally:
+            if full_disk_broker is not None:
+                from epochlog.testing.storage_faults import umount
 
-            umount(directory / "cluster" / f"broker-{full_disk_broker}" / "logs")
-    topics_on_disk = {wl.DATA_TOPIC, wl.OUT_TOPIC, *(ctx.extra_topics if ctx else {})}
-    history.replicas = read_replicas(cluster, topics_on_disk)
+                umount(directory / "cluster" / f"broker-{full_disk_broker}" / "logs")
     history.controller_claims = controller_claims(cluster)
     result = check(history)
     errors = {w.name: w.errors for w in workloads if w.errors}
