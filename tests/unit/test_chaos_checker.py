@@ -155,3 +155,25 @@ def test_unavailability_charges_each_gap_to_the_faults_over_it() -> None:
     h.faults = [FaultSpan("kill-leader", "broker 2", 1.0, 3.0)]
     h.duration_s = 6.0
     assert unavailability(h) == {"kill-leader": 5.1 - 0.6}
+
+
+def test_a_read_committed_reader_polling_an_aborted_value_is_g1a() -> None:
+    h = txn_history(fencing_init_s=9.0)
+    h.ops.append(Op("reader-committed", OpKind.POLL, Status.OK, 9.0, 9.0, "o3", "out", 0, 1))
+    result = check(h)
+    assert Anomaly.ABORTED_READ in {f.anomaly for f in result.findings}
+    assert any("reader-committed" in f.detail for f in result.findings)
+
+
+def test_an_input_with_two_committed_outputs_was_processed_twice() -> None:
+    h = txn_history(fencing_init_s=9.0)
+    again = Transaction("ctp-3", (Write("out", 0, "v1>ctp-3"),), Outcome.COMMITTED)
+    first = Transaction("ctp-4", (Write("out", 1, "v1>ctp-4"),), Outcome.COMMITTED)
+    h.txns += [TxnOp(again, "tx", 0, 7.5, 7.6), TxnOp(first, "tx", 0, 7.7, 7.8)]
+    h.final_reads["ck-committed"] += [
+        ReadRecord("out", 0, 1, "v1>ctp-3"),
+        ReadRecord("out", 1, 1, "v1>ctp-4"),
+    ]
+    result = check(h)
+    assert [f.anomaly for f in result.findings] == [Anomaly.DUPLICATE]
+    assert "processed twice" in result.findings[0].detail

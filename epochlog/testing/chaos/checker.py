@@ -16,6 +16,9 @@ anchored at, so the report can print the faults around it.
   acknowledged before it was sent.
 - **aborted read (G1a)**, **torn transaction**, lost committed transaction, transactional
   duplicate or unknown value: `epochlog.testing.txn_checker` over the final read_committed reads.
+- **aborted read** by a continuous read_committed reader (a value of an aborted transaction
+  among its polls), and an input **processed twice** (two committed outputs of one input, a
+  duplicate under exactly-once).
 - **fenced write**: a read transaction begun by a producer after a newer incarnation of its
   transactional id had finished its InitProducerId (the coordinator should have fenced it).
 - **replica divergence**: replicas' logs on disk differ below the high watermark after the heal.
@@ -34,7 +37,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from epochlog.testing import txn_checker
-from epochlog.testing.chaos.history import History, Op, OpKind, Status
+from epochlog.testing.chaos.history import OUTPUT_SEPARATOR, History, Op, OpKind, Status
 
 
 class Anomaly(enum.Enum):
@@ -97,6 +100,8 @@ def check(history: History, gap_s: float = 1.0) -> CheckResult:
     result.findings += read_order(history)
     result.findings += committed_offsets_backwards(history)
     result.findings += transactions(history)
+    result.findings += aborted_polls(history)
+    result.findings += processed_twice(history)
     result.findings += fenced_writes(history)
     result.findings += replica_divergence(history)
     result.findings += two_controllers(history)
@@ -265,6 +270,43 @@ def transactions(history: History) -> list[Finding]:
         anchor = next((s for name, s in at.items() if repr(name) in f.detail), None)
         findings.append(Finding(_FROM_TXN_CHECKER[f.anomaly], f.detail, anchor))
     return findings
+
+
+def aborted_polls(history: History) -> list[Finding]:
+    """Values of aborted transactions among what read_committed readers polled."""
+    aborted = {
+        w.value: t.transaction.name
+        for t in history.txns
+        if t.transaction.outcome is txn_checker.Outcome.ABORTED
+        for w in t.transaction.writes
+    }
+    return [
+        Finding(
+            Anomaly.ABORTED_READ,
+            f"{op.process} read {op.value!r} of aborted {aborted[op.value]!r} at "
+            f"{op.topic}-{op.partition}@{op.offset}",
+            op.complete_s,
+        )
+        for op in history.ops
+        if op.kind is OpKind.POLL
+        and op.topic in history.transactional_topics
+        and op.value in aborted
+    ]
+
+
+def processed_twice(history: History) -> list[Finding]:
+    """Exactly-once: one committed output per input."""
+    outputs: dict[str, list[str]] = defaultdict(list)
+    for records in _committed_reads(history)[:1]:
+        for r in records:
+            source, sep, _ = r.value.rpartition(OUTPUT_SEPARATOR)
+            if sep:
+                outputs[source].append(r.value)
+    return [
+        Finding(Anomaly.DUPLICATE, f"input {source!r} processed twice: {sorted(values)}")
+        for source, values in sorted(outputs.items())
+        if len(values) > 1
+    ]
 
 
 def fenced_writes(history: History) -> list[Finding]:

@@ -27,6 +27,10 @@ from dataclasses import dataclass, field
 
 from epochlog.testing.txn_checker import ReadRecord, Transaction
 
+# a transactional output value is `<input value><OUTPUT_SEPARATOR><transaction name>`, so that
+# an input processed twice shows as two committed outputs naming one input
+OUTPUT_SEPARATOR = ">"
+
 
 class OpKind(enum.Enum):
     SEND = "send"  # a non-transactional acks=all produce of one value

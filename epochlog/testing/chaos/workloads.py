@@ -31,7 +31,15 @@ from typing import Any
 
 import confluent_kafka as ck
 
-from epochlog.testing.chaos.history import History, Incarnation, Op, OpKind, Status, TxnOp
+from epochlog.testing.chaos.history import (
+    OUTPUT_SEPARATOR,
+    History,
+    Incarnation,
+    Op,
+    OpKind,
+    Status,
+    TxnOp,
+)
 from epochlog.testing.txn_checker import Outcome, Transaction, Write
 
 DATA_TOPIC = "chaos"
@@ -39,7 +47,6 @@ OUT_TOPIC = "chaos-out"
 GROUP = "chaos-group"
 CTP_GROUP = "chaos-ctp"
 TRANSACTIONAL_ID = "chaos-ctp-tx"
-OUTPUT_SEPARATOR = ">"
 # librdkafka logs every lost connection at error level; the faults make many
 CK_QUIET = {"log_level": 2}
 
