@@ -50,6 +50,7 @@ def test_without_kip903_the_disk_loss_schedule_loses_acknowledged_records(
         tmp_path,
         seed=3,
         duration_s=3,
+        pause_s=(1.0, 1.0),  # one fault, then the run ends
         faults=["disk-loss-isr-race"],
         broker_config={"epochlog.test.kip903.enabled": str(kip903).lower()},
     )
