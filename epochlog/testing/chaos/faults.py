@@ -55,7 +55,7 @@ class ChaosContext:
     faults_file: Path | None = None  # epochlog.test.faults.file of the brokers, when set
     # topics faults created that the final read must cover: name -> (partitions, committed)
     extra_topics: dict[str, tuple[int, bool]] = field(default_factory=dict)
-    log: Callable[[str], None] = print
+    notes: list[str] = field(default_factory=list)  # what the report should mention
 
     @property
     def session_timeout_s(self) -> float:
@@ -191,7 +191,8 @@ class KillLeader(_BrokerDown):
         return ctx.leader_of(DATA_TOPIC, self.partition)
 
     def inject(self, ctx: ChaosContext) -> str:
-        return f"kill -9 of the leader of chaos-{self.partition}: " + super().inject(ctx)
+        detail = super().inject(ctx)  # chooses the partition
+        return f"kill -9 of the leader of chaos-{self.partition}: {detail}"
 
 
 def _partitions(ctx: ChaosContext, topic: str) -> int:

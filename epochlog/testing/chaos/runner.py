@@ -156,7 +156,9 @@ def run(config: ChaosConfig, log: Callable[[str], None] = print) -> RunResult:
         ]
         wl.start_all(workloads)
         history.load_start_s = history.now()
-        ctx = ChaosContext(cluster, rng, history, txn_loop, full_disk_broker, faults_file, log=say)
+        ctx = ChaosContext(
+            cluster, rng, history, txn_loop, full_disk_broker, faults_file, notes=notes
+        )
         _schedule(ctx, kinds, config, say)
         say("faults over: stopping the writers")
         history.load_end_s = history.now()
@@ -244,6 +246,10 @@ def _schedule(
             detail = fault.inject(ctx)
         except FaultError as exc:
             say(f"{fault.kind}: not injected ({exc})")
+            continue
+        except Exception as exc:  # a harness bug: noted, and the run goes on
+            say(f"{fault.kind}: inject failed: {type(exc).__name__}: {exc}")
+            ctx.notes.append(f"{fault.kind} inject failed: {type(exc).__name__}: {exc}")
             continue
         say(f"{fault.kind}: {detail}")
         hold = fault.hold(ctx)
