@@ -177,3 +177,12 @@ def test_an_input_with_two_committed_outputs_was_processed_twice() -> None:
     result = check(h)
     assert [f.anomaly for f in result.findings] == [Anomaly.DUPLICATE]
     assert "processed twice" in result.findings[0].detail
+
+
+def test_a_replica_out_of_the_final_isr_may_lag() -> None:
+    h = clean_history()
+    h.replicas[("t", 0)][3] = [ReplicaRecord(i, f"v{i}") for i in range(3)]
+    h.final_isr = {("t", 0): [1, 2]}
+    assert anomalies(h) == set()
+    h.final_isr = {("t", 0): [1, 2, 3]}
+    assert anomalies(h) == {Anomaly.REPLICA_DIVERGENCE}

@@ -21,7 +21,8 @@ anchored at, so the report can print the faults around it.
   duplicate under exactly-once).
 - **fenced write**: a read transaction begun by a producer after a newer incarnation of its
   transactional id had finished its InitProducerId (the coordinator should have fenced it).
-- **replica divergence**: replicas' logs on disk differ below the high watermark after the heal.
+- **replica divergence**: replicas' logs on disk differ below the high watermark after the heal
+  (the replicas in the final ISR: one left out lags, which the run reports as not quiesced).
 - **two controllers**: two brokers claimed one controller epoch.
 
 Unavailability is a measure, not an anomaly: gaps of more than `gap_s` between successive
@@ -342,6 +343,10 @@ def replica_divergence(history: History) -> list[Finding]:
     findings: list[Finding] = []
     for (topic, partition), by_broker in sorted(history.replicas.items()):
         hw = history.high_watermarks.get((topic, partition))
+        if history.final_isr is not None:
+            # a replica out of the ISR may lag (the run said it did not quiesce)
+            isr = set(history.final_isr.get((topic, partition), []))
+            by_broker = {b: r for b, r in by_broker.items() if b in isr}
         if hw is None or len(by_broker) < 2:
             continue
         logs = {

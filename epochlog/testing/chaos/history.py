@@ -117,6 +117,8 @@ class History:
     high_watermarks: dict[tuple[str, int], int] = field(default_factory=dict)
     # (topic, partition) -> broker id -> the data records in that replica's log on disk
     replicas: dict[tuple[str, int], dict[int, list[ReplicaRecord]]] = field(default_factory=dict)
+    # the ISR of each partition when the run ended; None when it could not be read
+    final_isr: dict[tuple[str, int], list[int]] | None = None
     controller_claims: list[ControllerClaim] = field(default_factory=list)
     # topics whose final read is read_committed (so skipped offsets may be aborted records)
     transactional_topics: set[str] = field(default_factory=set)

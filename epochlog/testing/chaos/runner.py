@@ -116,6 +116,10 @@ def run(config: ChaosConfig, log: Callable[[str], None] = print) -> RunResult:
         FaultRules.write(faults_file, [])
         broker_config["epochlog.test.faults.file"] = str(faults_file)
     full_disk_broker = _mount_full_disk(directory, config, kinds, rng, notes)
+    if full_disk_broker is not None:
+        # the default (log.segment.bytes, 1 GiB) is more than the small tmpfs ever has free, so
+        # the filled dir would stay offline for good
+        broker_config.setdefault("epochlog.log.dir.min.free.bytes", FULL_DISK_BYTES // 4)
     cluster = LocalCluster(
         directory / "cluster",
         config.brokers,
@@ -162,14 +166,18 @@ def run(config: ChaosConfig, log: Callable[[str], None] = print) -> RunResult:
         _schedule(ctx, kinds, config, say)
         say("faults over: stopping the writers")
         history.load_end_s = history.now()
-        wl.stop_all(workloads, lambda w: not isinstance(w, wl.CkReader))
+        notes += wl.stop_all(workloads, lambda w: not isinstance(w, wl.CkReader))
         say("writers stopped")
         quiet = _quiesce(ctx, config.quiesce_timeout_s)
         say("quiesced: every ISR whole" if quiet else f"NOT quiesced: {_unhealthy(ctx)}")
+        with contextlib.suppress(Exception):
+            history.final_isr = {
+                (p["topic"], p["partition"]): list(p["isr"]) for p in ctx.status()["partitions"]
+            }
         if not quiet:
             notes.append(f"not quiesced after {config.quiesce_timeout_s:.0f} s: {_unhealthy(ctx)}")
         time.sleep(3)  # the readers catch up
-        wl.stop_all(workloads)
+        notes += wl.stop_all(workloads)
         say("readers stopped")
         topics = {
             wl.DATA_TOPIC: (config.partitions, False),

@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import itertools
 import random
+import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -564,9 +566,23 @@ def start_all(workloads: list[Workload]) -> None:
         w.start()
 
 
-def stop_all(workloads: list[Workload], pick: Callable[[Workload], bool] = lambda w: True) -> None:
+def stop_all(
+    workloads: list[Workload],
+    pick: Callable[[Workload], bool] = lambda w: True,
+    timeout_s: float = 60.0,
+) -> list[str]:
+    """Stop the chosen workloads; returns, for each still running after `timeout_s`, its name
+    and where it is stuck."""
     chosen = [w for w in workloads if pick(w)]
     for w in chosen:
         w.stopping.set()
+    deadline = time.monotonic() + timeout_s
     for w in chosen:
-        w.join(60)
+        w.join(max(0.0, deadline - time.monotonic()))
+    frames = sys._current_frames()
+    stuck = []
+    for w in chosen:
+        if w.is_alive() and w.ident in frames:
+            where = "".join(traceback.format_stack(frames[w.ident])[-4:])
+            stuck.append(f"{w.name} still running after {timeout_s:.0f} s, at:\n{where}")
+    return stuck
