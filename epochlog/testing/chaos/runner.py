@@ -137,7 +137,9 @@ def run(config: ChaosConfig, log: Callable[[str], None] = print) -> RunResult:
         _create_topics(cluster.bootstrap_servers, config.partitions)
         history.transactional_topics = {wl.OUT_TOPIC}
         bootstrap = cluster.bootstrap_servers
-        txn_loop = wl.TxnLoop("ctp", history, bootstrap, config.partitions)
+        txn_loop = wl.TxnLoop(
+            "ctp", history, bootstrap, config.partitions, directory / "ctp-librdkafka.log"
+        )
         workloads = [
             wl.CkProducer(
                 "producer-ck", history, bootstrap, config.partitions, config.producer_rate

@@ -23,12 +23,14 @@ so the checker can trace an output to one transaction and find an input processe
 from __future__ import annotations
 
 import itertools
+import logging
 import random
 import sys
 import threading
 import time
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import confluent_kafka as ck
@@ -445,9 +447,23 @@ class GroupMembers(Workload):
 class TxnLoop(Workload):
     """Consume-transform-produce from DATA_TOPIC to OUT_TOPIC, exactly once."""
 
-    def __init__(self, name: str, history: History, bootstrap: str, partitions: int) -> None:
+    def __init__(
+        self,
+        name: str,
+        history: History,
+        bootstrap: str,
+        partitions: int,
+        client_log: Path | None = None,
+    ) -> None:
         super().__init__(name, history, bootstrap)
         self.partitions = partitions
+        # librdkafka's transaction debug log (its "eos" context), for a loop that gets stuck
+        self.client_logger: logging.Logger | None = None
+        if client_log is not None:
+            self.client_logger = logging.getLogger(f"chaos.ctp.{id(self)}")
+            self.client_logger.propagate = False
+            self.client_logger.setLevel(logging.DEBUG)
+            self.client_logger.addHandler(logging.FileHandler(client_log))
         self.incarnations = itertools.count()
         self.transactions = itertools.count()
         self.between_transactions = threading.Lock()  # held while a transaction is open
@@ -463,6 +479,11 @@ class TxnLoop(Workload):
                 "transactional.id": TRANSACTIONAL_ID,
                 "transaction.timeout.ms": 20000,
                 "message.timeout.ms": 20000,
+                **(
+                    {"debug": "eos", "log_level": 7, "logger": self.client_logger}
+                    if self.client_logger is not None
+                    else {}
+                ),
             }
         )
         producer.init_transactions(30)
