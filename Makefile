@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup system-deps test test-slow test-kafka-python lint bench bench-groups bench-throughput bench-client bench-controller-moves bench-spark bench-compaction bench-transactions bench-efficiency demo clean
+.PHONY: setup system-deps test test-slow chaos-soak test-kafka-python lint bench bench-groups bench-throughput bench-client bench-controller-moves bench-spark bench-compaction bench-transactions bench-efficiency demo clean
 
 setup: $(STAMP) system-deps
 
@@ -32,6 +32,10 @@ test: setup lint
 
 test-slow: setup
 	$(PY) -m pytest -m slow
+
+# The chaos soak (issue 19): 20 seeds x 60 s of random faults, each on a fresh local cluster.
+chaos-soak: setup system-deps
+	$(PY) -m epochlog chaos --seeds 20 --duration 60 --out .epochlog/chaos
 
 # kafka-python's own integration tests (its sdist, downloaded into .epochlog/) against a local cluster.
 test-kafka-python: setup system-deps

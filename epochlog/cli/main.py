@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.logging import RichHandler
 
 from epochlog.cli import (
+    chaos_cmd,
     configs_cmd,
     controller_cmd,
     groups_cmd,
@@ -118,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     log_dirs_cmd.add_parser(sub, _add_bootstrap)
     reassign_cmd.add_parser(sub, _add_bootstrap)
     transactions_cmd.add_parser(sub, _add_bootstrap)
+    chaos_cmd.add_parser(sub)
 
     demo = sub.add_parser("demo", help="run the demo and print a summary")
     demo.add_argument("--storage", action="store_true", help="the storage crash-recovery demo")
@@ -157,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
             return reassign_cmd.run(args, console)
         if args.command == "transactions":
             return transactions_cmd.run(args, console)
+        if args.command == "chaos":
+            return chaos_cmd.run(args, console)
         return commands.run(args, console)
     except commands.CommandError as exc:
         Console(stderr=True).print(f"[bold red]error:[/] {exc}")

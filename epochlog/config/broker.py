@@ -316,6 +316,9 @@ TEST_SWITCHES: dict[str, Definition] = {
     "epochlog.test.hw.checkpoint.guard.enabled": Definition(
         "bool", True, "no HW checkpoint before the first LeaderAndIsr (KAFKA-7235)"
     ),
+    "epochlog.test.txn.fencing.enabled": Definition(
+        "bool", True, "the transaction coordinator refuses an older producer epoch (zombies)"
+    ),
     "epochlog.test.cleaner.step.delay.ms": Definition(
         "long", 0, "the log cleaner sleeps this long at each step of a pass (kill tests)"
     ),

@@ -83,6 +83,7 @@ def txn_config_from(config: BrokerConfig) -> TxnConfig:
             "transaction.remove.expired.transaction.cleanup.interval.ms"
         ],
         offsets_topic_partitions=config["offsets.topic.num.partitions"],
+        fence_producer_epochs=config.enabled("epochlog.test.txn.fencing.enabled"),
     )
 
 

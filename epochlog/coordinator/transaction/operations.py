@@ -22,6 +22,9 @@ class TxnConfig:
     abort_timed_out_interval_ms: int = 10_000  # ...abort.timed.out.transaction.cleanup.interval.ms
     remove_expired_interval_ms: int = 3_600_000  # ...remove.expired.transaction.cleanup.interval.ms
     offsets_topic_partitions: int = 50  # offsets.topic.num.partitions (AddOffsetsToTxn)
+    # epochlog.test.txn.fencing.enabled (tests only): off, an older producer epoch is accepted
+    # by AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and KIP-890 verification (a zombie writes)
+    fence_producer_epochs: bool = True
 
 
 @dataclass(frozen=True)

@@ -253,7 +253,7 @@ class TransactionCoordinatorShard:
         metadata = self.transactions.get(transactional_id)
         if metadata is None or metadata.producer_id != producer_id:
             return None, E.INVALID_PRODUCER_ID_MAPPING
-        if metadata.producer_epoch != producer_epoch:
+        if metadata.producer_epoch != producer_epoch and self.config.fence_producer_epochs:
             return None, E.PRODUCER_FENCED
         if transactional_id in self.pending:
             return None, E.CONCURRENT_TRANSACTIONS
@@ -292,7 +292,9 @@ class TransactionCoordinatorShard:
             error = E.INVALID_REQUEST
         elif metadata is None or metadata.producer_id != request.producer_id:
             error = E.INVALID_PRODUCER_ID_MAPPING
-        elif metadata.producer_epoch != request.producer_epoch:
+        elif (
+            metadata.producer_epoch != request.producer_epoch and self.config.fence_producer_epochs
+        ):
             error = E.PRODUCER_FENCED
         elif metadata.state in PREPARED:
             error = E.CONCURRENT_TRANSACTIONS
