@@ -77,6 +77,7 @@ from epochlog.broker.isr_rules import (
     ReplicationSettings,
     replication_settings_for,
 )
+from epochlog.broker.loop_stalls import LoopStalls, run_probe
 from epochlog.broker.metadata_cache import MetadataCache
 from epochlog.broker.partition import (
     Partition,
@@ -102,8 +103,9 @@ from epochlog.storage.checkpoint import (
     write_deferred,
 )
 from epochlog.storage.errors import LogDamageError
-from epochlog.storage.files import durable_batch
+from epochlog.storage.files import collected_durable_writes, durable_batch, sync_file_systems
 from epochlog.storage.log_dirs import probe_dir
+from epochlog.storage.log_manager import open_planned_logs
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +118,22 @@ def now_ms() -> int:
 
 def known_topic_id(value: uuid.UUID | None) -> uuid.UUID | None:
     return None if value is None or value == ZERO_UUID else value
+
+
+# Partitions applied per step of a LeaderAndIsr or StopReplica: a step of 200 new partitions
+# holds the loop for tens of milliseconds (their files are made in a worker thread).
+APPLY_STEP_PARTITIONS = 200
+
+
+@dataclasses.dataclass
+class _ApplyTally:
+    """What one LeaderAndIsr did, across its steps."""
+
+    results: list[tuple[str, uuid.UUID | None, int, ErrorCode]] = dataclasses.field(
+        default_factory=list
+    )
+    leaders: int = 0
+    followers: int = 0
 
 
 class IsrChangeSender(Protocol):
@@ -180,6 +198,9 @@ class ReplicaManager:
         self._checkpoint_writes: set[asyncio.Task[int]] = set()
         self._appended: set[TopicPartition] = set()  # led partitions whose fetches are to wake
         self._hw_moved: set[TopicPartition] = set()  # HWs moved by follower fetches, to act on
+        # The loop's own stalls (a probe task feeds it): the ISR check does not count them
+        # against followers, and the figures report them.
+        self.loop_stalls = LoopStalls(horizon_ms=2 * self.settings.replica_lag_time_max_ms)
         # Replicas moving to another log dir (AlterReplicaLogDirs).
         self.replica_mover = ReplicaMover(
             log_manager, self, is_cleaning=log_manager.cleaner.is_cleaning
@@ -472,50 +493,120 @@ class ReplicaManager:
     def apply_leader_and_isr(
         self, request: Any, version: int
     ) -> list[tuple[str, uuid.UUID | None, int, ErrorCode]]:
-        """Apply the partitions of a LeaderAndIsr whose broker and controller epochs passed.
-        Returns (topic, topic id, partition, error) per partition, in request order."""
-        self.controller_epoch = max(self.controller_epoch, request.controller_epoch)
-        self._configs_of_request.clear()
-        now = now_ms()
-        results: list[tuple[str, uuid.UUID | None, int, ErrorCode]] = []
-        changed: list[Partition] = []
-        followers: list[Partition] = []
-        for leader in getattr(request, "live_leaders", ()):
-            self.live_leaders[leader.broker_id] = (leader.host_name, leader.port)
+        """Apply the partitions of a LeaderAndIsr whose broker and controller epochs passed, in
+        one step (tests, small requests). Returns (topic, topic id, partition, error) per
+        partition, in request order. The broker uses `apply_leader_and_isr_in_steps`."""
+        entries = self._begin_leader_and_isr(request, version)
+        tally = _ApplyTally()
         # Leader-epoch checkpoints are written after the answer, off the loop (see
         # DeferrableEpochCheckpoint); other files written here share one file-system sync.
         with durable_batch(), deferred_checkpoints() as deferred:
-            for topic_state in request.topic_states:
-                topic = topic_state.topic_name
-                topic_id = known_topic_id(
-                    getattr(topic_state, "topic_id", None) if version >= 5 else None
-                )
-                if topic_id is None:
-                    topic_id = self.metadata_cache.topic_id(topic)
-                for state in topic_state.partition_states:
-                    index = state.partition_index
-                    error = self._apply_partition_state(
-                        topic, index, topic_id, state, now, changed, followers
-                    )
-                    results.append((topic, topic_id, index, error))
+            changed, followers = self._apply_entries(entries, now_ms(), tally)
+        self._finish_step(changed, followers, deferred)
+        return self._end_leader_and_isr(tally)
+
+    async def apply_leader_and_isr_in_steps(
+        self, request: Any, version: int, step_size: int = APPLY_STEP_PARTITIONS
+    ) -> list[tuple[str, uuid.UUID | None, int, ErrorCode]]:
+        """`apply_leader_and_isr` without holding the loop: `step_size` partitions at a time,
+        their new logs created in a worker thread, their files made durable by one sync per
+        step (in a worker thread too), the loop free to serve between steps. Each step is
+        complete before the next (its partitions lead or follow, fetchers started), as if the
+        controller had sent several requests; the answer goes once every step is done."""
+        entries = self._begin_leader_and_isr(request, version)
+        tally = _ApplyTally()
+        for start in range(0, len(entries), step_size):
+            step = entries[start : start + step_size]
+            plans = self.log_manager.plan_new_logs(self._new_log_specs(step))
+            with collected_durable_writes() as dirs, deferred_checkpoints() as deferred:
+                if plans:
+                    await asyncio.to_thread(open_planned_logs, plans)
+                self.log_manager.adopt_planned_logs(plans)
+                changed, followers = self._apply_entries(step, now_ms(), tally)
+            if dirs:
+                await asyncio.to_thread(sync_file_systems, dirs)
+            self._finish_step(changed, followers, deferred)
+            await asyncio.sleep(0)  # let the loop serve between steps
+        return self._end_leader_and_isr(tally)
+
+    def _begin_leader_and_isr(self, request: Any, version: int) -> list[tuple[str, Any, Any]]:
+        """Take the request's controller epoch and live leaders; its (topic, topic id, partition
+        state) entries in request order."""
+        self.controller_epoch = max(self.controller_epoch, request.controller_epoch)
+        self._configs_of_request.clear()
+        for leader in getattr(request, "live_leaders", ()):
+            self.live_leaders[leader.broker_id] = (leader.host_name, leader.port)
+        entries: list[tuple[str, Any, Any]] = []
+        for topic_state in request.topic_states:
+            topic = topic_state.topic_name
+            topic_id = known_topic_id(
+                getattr(topic_state, "topic_id", None) if version >= 5 else None
+            )
+            if topic_id is None:
+                topic_id = self.metadata_cache.topic_id(topic)
+            entries.extend((topic, topic_id, state) for state in topic_state.partition_states)
+        return entries
+
+    def _new_log_specs(
+        self, entries: Iterable[tuple[str, Any, Any]]
+    ) -> list[tuple[str, int, uuid.UUID | None, LogConfig]]:
+        """The partitions of `entries` that name this broker and have no log yet."""
+        specs: list[tuple[str, int, uuid.UUID | None, LogConfig]] = []
+        for topic, topic_id, state in entries:
+            index = state.partition_index
+            if (topic, index) in self.partitions or self.broker_id not in state.replicas:
+                continue
+            if self.log_manager.get_log(topic, index) is not None:
+                continue
+            config = log_config_for(self.log_manager.default_config, self._topic_configs(topic))
+            specs.append((topic, index, topic_id, config))
+        return specs
+
+    def _apply_entries(
+        self, entries: Iterable[tuple[str, Any, Any]], now: int, tally: _ApplyTally
+    ) -> tuple[list[Partition], list[Partition]]:
+        changed: list[Partition] = []
+        followers: list[Partition] = []
+        for topic, topic_id, state in entries:
+            index = state.partition_index
+            error = self._apply_partition_state(
+                topic, index, topic_id, state, now, changed, followers
+            )
+            tally.results.append((topic, topic_id, index, error))
+        tally.leaders += sum(1 for p in changed if p.is_leader)
+        tally.followers += len(followers)
+        return changed, followers
+
+    def _finish_step(
+        self,
+        changed: list[Partition],
+        followers: list[Partition],
+        deferred: set[DeferrableEpochCheckpoint],
+    ) -> None:
+        """After the step's files are durable: waiting operations re-check, fetchers move."""
         for partition in changed:
             self._on_partition_changed(partition.key)
         leaders = [p for p in changed if p.is_leader]
-        # One line per request, not per partition: a failover moves thousands at once.
-        log.info(
-            "LeaderAndIsr: leader of %d, follower of %d, %d refused (of %d)",
-            len(leaders),
-            len(followers),
-            sum(1 for *_, error in results if error is not ErrorCode.NONE),
-            len(results),
-        )
         if leaders and self.on_become_leader is not None:
             self.on_become_leader(leaders)
         if followers and self.on_become_follower is not None:
             self.on_become_follower(followers)
-        self._leader_and_isr_generation = self.epoch_holder.epoch
         if deferred:
             self.write_deferred_checkpoints(deferred)
+
+    def _end_leader_and_isr(
+        self, tally: _ApplyTally
+    ) -> list[tuple[str, uuid.UUID | None, int, ErrorCode]]:
+        # One line per request, not per partition: a failover moves thousands at once.
+        results = tally.results
+        log.info(
+            "LeaderAndIsr: leader of %d, follower of %d, %d refused (of %d)",
+            tally.leaders,
+            tally.followers,
+            sum(1 for *_, error in results if error is not ErrorCode.NONE),
+            len(results),
+        )
+        self._leader_and_isr_generation = self.epoch_holder.epoch
         return results
 
     def write_deferred_checkpoints(self, checkpoints: Iterable[DeferrableEpochCheckpoint]) -> None:
@@ -751,6 +842,23 @@ class ReplicaManager:
             self.on_stop_replicas(stopped)
         return results
 
+    async def stop_replicas_in_steps(
+        self,
+        entries: Iterable[tuple[str, int, int, bool]],
+        step_size: int = APPLY_STEP_PARTITIONS,
+    ) -> list[tuple[str, int, ErrorCode]]:
+        """`stop_replicas` a step at a time, each step's deletions made durable by one sync
+        (in a worker thread) and the loop free to serve between steps."""
+        pending = list(entries)
+        results: list[tuple[str, int, ErrorCode]] = []
+        for start in range(0, len(pending), step_size):
+            with collected_durable_writes() as dirs:
+                results.extend(self.stop_replicas(pending[start : start + step_size]))
+            if dirs:
+                await asyncio.to_thread(sync_file_systems, dirs)
+            await asyncio.sleep(0)
+        return results
+
     # --------------------------------------------------------- high-watermark checkpoints
 
     def high_watermarks(self) -> dict[TopicPartition, int]:
@@ -785,6 +893,11 @@ class ReplicaManager:
     def startup(self) -> None:
         """Read the HW checkpoint (the log manager must have loaded) and start the tasks."""
         self._stored_hws = self.log_manager.read_high_watermarks()
+        self._tasks.append(
+            asyncio.get_running_loop().create_task(
+                run_probe(self.loop_stalls), name="loop-stall-probe"
+            )
+        )
         self._start_task(
             "hw-checkpoint",
             self.config["replica.high.watermark.checkpoint.interval.ms"],
