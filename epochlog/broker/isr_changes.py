@@ -66,8 +66,11 @@ def maybe_expand_isr(partition: Partition, replica_id: int) -> PendingIsrChange 
     return change
 
 
-def maybe_shrink_isr(partition: Partition, now_ms: int) -> PendingIsrChange | None:
-    """Propose removing the ISR members that lag more than replica.lag.time.max.ms."""
+def maybe_shrink_isr(
+    partition: Partition, now_ms: int, leader_stalls: isr_rules.LeaderStalls = isr_rules.NO_STALLS
+) -> PendingIsrChange | None:
+    """Propose removing the ISR members that lag more than replica.lag.time.max.ms of the
+    leader's running time (its loop's stalls not counted)."""
     if not partition.is_leader or partition.pending_isr is not None:
         return None
     out = isr_rules.out_of_sync_replicas(
@@ -77,6 +80,7 @@ def maybe_shrink_isr(partition: Partition, now_ms: int) -> PendingIsrChange | No
         leader_leo=partition.log_end_offset,
         now_ms=now_ms,
         lag_time_max_ms=partition.settings.replica_lag_time_max_ms,
+        leader_stalls=leader_stalls,
     )
     if not out:
         return None

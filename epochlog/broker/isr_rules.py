@@ -14,7 +14,11 @@
   decides, as in Kafka's ZooKeeper mode, and every NewIsrWithEpochs entry carries -1.
 - Shrink. Members other than the leader that are not caught up (their LEO is not the leader's
   and they last reached the leader's LEO more than replica.lag.time.max.ms ago) are proposed for
-  removal.
+  removal. The leader's own stalls do not count (`leader_stalled_ms`): lastCaughtUpTime moves
+  only when the leader processes a fetch, so while its loop was blocked (applying a LeaderAndIsr
+  for thousands of partitions, a long collection) every follower seemed to lag; a follower is
+  out of sync only once it has had replica.lag.time.max.ms of the leader's *running* time to
+  fetch, which also gives it its first fetch after a stall.
 - HW (Kafka 3.9). Not advanced while the committed ISR is smaller than the effective
   min.insync.replicas (capped at the replication factor, so a topic with fewer replicas stays
   readable); otherwise min LEO over the leader, the maximal ISR, and replicas outside it that are
@@ -194,6 +198,22 @@ def expanded_isr(committed_isr: tuple[int, ...], replica_id: int) -> tuple[int, 
 # ------------------------------------------------------------------------------------ shrink
 
 
+class LeaderStalls(Protocol):
+    """How long the leader's loop was blocked in a window (`loop_stalls.LoopStalls`)."""
+
+    def stalled_ms(self, since_ms: int, now_ms: int) -> int: ...
+
+
+class NoStalls:
+    """A leader that never stalls (unit tests, harnesses without a probe)."""
+
+    def stalled_ms(self, since_ms: int, now_ms: int) -> int:
+        return 0
+
+
+NO_STALLS = NoStalls()
+
+
 def is_caught_up(
     *,
     replica_leo: int,
@@ -201,9 +221,13 @@ def is_caught_up(
     leader_leo: int,
     now_ms: int,
     lag_time_max_ms: int,
+    leader_stalled_ms: int = 0,
 ) -> bool:
-    """Kafka's ReplicaState.isCaughtUp: at the leader's LEO, or there within the lag time."""
-    return replica_leo == leader_leo or now_ms - last_caught_up_time_ms <= lag_time_max_ms
+    """Kafka's ReplicaState.isCaughtUp: at the leader's LEO, or there within the lag time of
+    the leader's running time (`leader_stalled_ms` of the window the leader could not serve)."""
+    if replica_leo == leader_leo:
+        return True
+    return now_ms - last_caught_up_time_ms - leader_stalled_ms <= lag_time_max_ms
 
 
 def out_of_sync_replicas(
@@ -214,19 +238,30 @@ def out_of_sync_replicas(
     leader_leo: int,
     now_ms: int,
     lag_time_max_ms: int,
+    leader_stalls: LeaderStalls = NO_STALLS,
 ) -> tuple[int, ...]:
-    """ISR members (not the leader) to propose for removal."""
+    """ISR members (not the leader) to propose for removal; the leader's stalls since a
+    follower last caught up are not held against it."""
     out: list[int] = []
     for replica_id in isr:
         if replica_id == local_broker_id:
             continue
         follower = followers.get(replica_id)
-        if follower is None or not is_caught_up(
+        if follower is None:
+            out.append(replica_id)
+            continue
+        last = follower.last_caught_up_time_ms
+        if not is_caught_up(
             replica_leo=follower.log_end_offset,
-            last_caught_up_time_ms=follower.last_caught_up_time_ms,
+            last_caught_up_time_ms=last,
             leader_leo=leader_leo,
             now_ms=now_ms,
             lag_time_max_ms=lag_time_max_ms,
+            leader_stalled_ms=(
+                0
+                if now_ms - last <= lag_time_max_ms  # caught up anyway: no need to ask
+                else leader_stalls.stalled_ms(last, now_ms)
+            ),
         ):
             out.append(replica_id)
     return tuple(out)

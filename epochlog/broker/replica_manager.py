@@ -373,7 +373,7 @@ class ReplicaManager:
         now = now_ms() if now is None else now
         proposed = 0
         for partition in list(self.partitions.values()):
-            change = isr_changes.maybe_shrink_isr(partition, now)
+            change = isr_changes.maybe_shrink_isr(partition, now, self.loop_stalls)
             if change is not None:
                 proposed += 1
                 self._send_isr_change(partition, change)
