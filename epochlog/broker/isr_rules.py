@@ -1,10 +1,9 @@
 """The ISR rules of a partition leader, as pure functions (Kafka's `Partition`, fact sheet §4b).
 
-- Pending changes. A leader changes its ISR by asking the controller (AlterPartition) and has at
-  most one change in flight per partition. While it waits, the *committed* ISR is the last one
-  the controller confirmed (LeaderAndIsr or an AlterPartition answer) and the *maximal* ISR is
-  what the HW and acks=all must respect: an expansion counts the new member at once (KIP-497), a
-  shrink keeps the members it removes until the controller agrees.
+- Pending changes: the state machine is `isr_state` (committed, pending expansion, pending
+  shrink, fenced, and what an AlterPartition answer does); while a change waits, the *maximal*
+  ISR is what the HW and acks=all must respect: an expansion counts the new member at once
+  (KIP-497), a shrink keeps the members it removes until the controller agrees.
 - Expansion (KIP-903). A follower may be proposed when no change is in flight, it is a replica
   not yet in the committed ISR, it is alive in the metadata cache, its log end offset has reached
   the HW and the start of the leader's current epoch, and (with the mechanism on) the broker
@@ -25,10 +24,7 @@
   caught up and eligible (they are about to join, so they must not miss committed data).
 - acks=all. A waiting produce fails with NOT_ENOUGH_REPLICAS_AFTER_APPEND once the maximal ISR
   is below min.insync.replicas, and succeeds once the HW has passed its last offset.
-- AlterPartition answers: success commits the controller's state (unless the partition moved on
-  meanwhile); INELIGIBLE_REPLICA and OPERATION_NOT_ATTEMPTED revert to the committed ISR without a
-  retry (the controller guarantees nothing was applied); errors that mean "your view is stale"
-  keep the change pending until a LeaderAndIsr replaces it; anything else is retried.
+- NewIsrWithEpochs: what an AlterPartition carries for each proposed member.
 """
 
 from __future__ import annotations
@@ -89,33 +85,6 @@ class FollowerProgress(Protocol):
     log_end_offset: int
     last_caught_up_time_ms: int
     broker_epoch: int
-
-
-class IsrChangeKind(enum.Enum):
-    EXPAND = "expand"
-    SHRINK = "shrink"
-
-
-@dataclass(frozen=True, eq=False, slots=True)
-class PendingIsrChange:
-    """An ISR change sent (or about to be sent) to the controller. Compared by identity: an
-    answer applies only to the very change it answers."""
-
-    kind: IsrChangeKind
-    committed_isr: tuple[int, ...]
-    proposed_isr: tuple[int, ...]
-    leader_epoch: int
-    partition_epoch: int
-
-    @property
-    def maximal_isr(self) -> tuple[int, ...]:
-        return self.proposed_isr if self.kind is IsrChangeKind.EXPAND else self.committed_isr
-
-
-def maximal_isr(
-    committed_isr: tuple[int, ...], pending: PendingIsrChange | None
-) -> tuple[int, ...]:
-    return committed_isr if pending is None else pending.maximal_isr
 
 
 # --------------------------------------------------------------------------------- expansion
@@ -325,55 +294,3 @@ def isr_with_epochs(
         (r, local_broker_epoch if r == local_broker_id else fetch_epochs.get(r, NO_BROKER_EPOCH))
         for r in proposed_isr
     ]
-
-
-class AlterOutcome(enum.Enum):
-    COMMIT = "commit"  # take the controller's state
-    REVERT = "revert"  # back to the last committed ISR, no retry
-    WAIT = "wait"  # stay pending until a LeaderAndIsr replaces the state
-    RETRY = "retry"  # send the same change again
-
-
-_REVERT = frozenset({ErrorCode.INELIGIBLE_REPLICA, ErrorCode.OPERATION_NOT_ATTEMPTED})
-_WAIT = frozenset(
-    {
-        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-        ErrorCode.UNKNOWN_TOPIC_ID,
-        ErrorCode.FENCED_LEADER_EPOCH,
-        ErrorCode.INVALID_UPDATE_VERSION,
-        ErrorCode.INVALID_REQUEST,
-        ErrorCode.NEW_LEADER_ELECTED,
-    }
-)
-
-
-def alter_partition_outcome(error: ErrorCode) -> AlterOutcome:
-    """What a partition does with its AlterPartition answer (Kafka's handleAlterPartitionError)."""
-    if error is ErrorCode.NONE:
-        return AlterOutcome.COMMIT
-    if error in _REVERT:
-        return AlterOutcome.REVERT
-    if error in _WAIT:
-        return AlterOutcome.WAIT
-    return AlterOutcome.RETRY
-
-
-def answer_applies(
-    *,
-    sent: PendingIsrChange,
-    current_pending: PendingIsrChange | None,
-    is_leader: bool,
-    current_leader_epoch: int,
-    current_partition_epoch: int,
-    answer_leader_epoch: int | None = None,
-    answer_partition_epoch: int | None = None,
-) -> bool:
-    """An answer is applied only to the change still pending, on a leader whose epochs have not
-    moved; a successful answer also must not carry an older leader epoch or partition epoch."""
-    if current_pending is not sent or not is_leader:
-        return False
-    if sent.leader_epoch != current_leader_epoch or sent.partition_epoch != current_partition_epoch:
-        return False
-    if answer_leader_epoch is not None and answer_leader_epoch != current_leader_epoch:
-        return False
-    return answer_partition_epoch is None or answer_partition_epoch >= current_partition_epoch

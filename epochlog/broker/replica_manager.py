@@ -20,7 +20,7 @@ StopReplica to them, and runs the broker's background work:
   may move the HW and propose an expansion; every replica.lag.time.max.ms / 2 the lagging members
   are proposed for removal (`shrink_isrs`). Proposals go to the controller through the
   `alter_partition_manager` (set by the broker), carrying this broker's epoch and the followers'
-  fetch epochs; its answers settle them (`isr_changes.apply_alter_partition_answer`).
+  fetch epochs; its answers settle them (`isr_state.apply_alter_partition_answer`).
 
 Damage (issue 14): a log whose batch headers do not parse where the log says a batch starts is
 never served and never fails more than its own partition. The first LeaderAndIsr that hosts a
@@ -58,7 +58,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
-from epochlog.broker import isr_changes
+from epochlog.broker import isr_state
 from epochlog.broker.alter_partition_manager import (
     RETRY_BACKOFF_MS,
     AlterPartitionItem,
@@ -71,12 +71,8 @@ from epochlog.broker.control_rules import (
     stop_replica_verdict,
 )
 from epochlog.broker.delayed import DelayedOperationPurgatory, Scheduler
-from epochlog.broker.isr_rules import (
-    AlterOutcome,
-    PendingIsrChange,
-    ReplicationSettings,
-    replication_settings_for,
-)
+from epochlog.broker.isr_rules import ReplicationSettings, replication_settings_for
+from epochlog.broker.isr_state import AlterOutcome, PendingIsrChange
 from epochlog.broker.loop_stalls import LoopStalls, run_probe
 from epochlog.broker.metadata_cache import MetadataCache
 from epochlog.broker.partition import (
@@ -341,7 +337,7 @@ class ReplicaManager:
         moved = partition.update_follower_fetch_state(
             replica_id, fetch_offset, log_start_offset, broker_epoch, leader_leo, now
         )
-        change = isr_changes.maybe_expand_isr(partition, replica_id)
+        change = isr_state.maybe_expand_isr(partition, replica_id)
         if change is not None:
             self._send_isr_change(partition, change)
         if moved:
@@ -373,7 +369,7 @@ class ReplicaManager:
         now = now_ms() if now is None else now
         proposed = 0
         for partition in list(self.partitions.values()):
-            change = isr_changes.maybe_shrink_isr(partition, now, self.loop_stalls)
+            change = isr_state.maybe_shrink_isr(partition, now, self.loop_stalls)
             if change is not None:
                 proposed += 1
                 self._send_isr_change(partition, change)
@@ -398,7 +394,7 @@ class ReplicaManager:
             topic_id=topic_id,
             leader_epoch=change.leader_epoch,
             partition_epoch=change.partition_epoch,
-            isr_with_epochs=isr_changes.isr_with_epochs(partition, change, self.epoch_holder.epoch),
+            isr_with_epochs=isr_state.isr_with_epochs(partition, change, self.epoch_holder.epoch),
             on_answer=lambda answer: self._on_isr_answer(partition, change, answer),
             still_wanted=lambda: (
                 partition.pending_isr is change and self.partitions.get(key) is partition
@@ -412,7 +408,7 @@ class ReplicaManager:
     def _on_isr_answer(
         self, partition: Partition, change: PendingIsrChange, answer: PartitionAnswer
     ) -> None:
-        outcome, _ = isr_changes.apply_alter_partition_answer(
+        outcome, _ = isr_state.apply_alter_partition_answer(
             partition,
             change,
             answer.error,
