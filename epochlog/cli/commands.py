@@ -233,6 +233,12 @@ def _report_incomplete_shutdown(console: Console, left: IncompleteShutdown, took
         )
         return 1
     names = left.remaining_partitions
+    if not names:
+        console.print(
+            f"broker {left.broker_id}: stopped in {took_s:.1f} s WITHOUT a controlled shutdown: "
+            f"the controller answered {left.error} {left.attempts} times"
+        )
+        return 1
     console.print(
         f"broker {left.broker_id}: stopped in {took_s:.1f} s, but its controlled shutdown left "
         f"{len(names)} partitions led by it after {left.attempts} attempts (no other replica "

@@ -221,6 +221,7 @@ class BrokerProcess:
         retries = self.config["controlled.shutdown.max.retries"]
         backoff_s = self.config["controlled.shutdown.retry.backoff.ms"] / 1000
         remaining: list[str] | None = None  # None: the controller never answered
+        error = ErrorCode.NONE
         for attempt in range(retries + 1):
             if attempt:
                 await asyncio.sleep(backoff_s)
@@ -233,18 +234,22 @@ class BrokerProcess:
                 log.warning("controlled shutdown attempt %d: no controller", attempt + 1)
                 continue
             remaining = [f"{r.topic_name}-{r.partition_index}" for r in answer.remaining_partitions]
-            if answer.error_code == ErrorCode.NONE and not remaining:
+            error = ErrorCode.of(answer.error_code)
+            if error is ErrorCode.NONE and not remaining:
                 log.info("controlled shutdown of broker %d succeeded", self.broker_id)
                 return True
             log.warning(
                 "controlled shutdown attempt %d: %s, %d partitions still led: %s",
                 attempt + 1,
-                ErrorCode.of(answer.error_code).name,
+                error.name,
                 len(remaining),
                 ", ".join(remaining[:20]) + (" ..." if len(remaining) > 20 else ""),
             )
         log.error(
-            "%s", report_line(self.broker_id, retries + 1, remaining is not None, remaining or [])
+            "%s",
+            report_line(
+                self.broker_id, retries + 1, remaining is not None, remaining or [], error.name
+            ),
         )
         return False
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -106,3 +108,47 @@ def test_creating_10000_partitions_keeps_every_isr_and_a_controlled_shutdown_los
     tmp_path,
 ):
     create_then_stop_a_broker(tmp_path, 10_000)
+
+
+def test_broker_stop_names_the_partitions_a_controlled_shutdown_leaves_offline(tmp_path):
+    """Broker 2 crashes, so the controller drops it from the ISRs; then the partitions broker 1
+    leads with broker 2 as their only other replica cannot move: `epochlog broker stop 1`
+    lists them and fails instead of reporting success."""
+    with LocalCluster(tmp_path / "cluster", 3) as cluster:
+        with Admin({"bootstrap.servers": cluster.bootstrap_servers}) as admin:
+            admin.create_topic(TOPIC, 6, 2, timeout=60)
+        zk = connect(cluster.zk_connect or "", session_timeout_ms=30000)
+        try:
+            wait_for_states(zk, 6, timeout_s=60)
+            cluster.kill_broker(2)
+            deadline = time.monotonic() + 60
+            while any(2 in s["isr"] for s, _ in partition_states(zk, 6)):
+                assert time.monotonic() < deadline, "broker 2 never left the ISRs"
+                time.sleep(0.5)
+            stuck = sorted(
+                f"{TOPIC}-{p}"
+                for p, (s, _) in enumerate(partition_states(zk, 6))
+                if s["leader"] == 1 and s["isr"] == [1]
+            )
+            assert stuck, "no partition led by 1 with 2 as its only other replica"
+            stop = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "epochlog",
+                    "broker",
+                    "stop",
+                    "1",
+                    "--dir",
+                    str(cluster.directory),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+        finally:
+            close_client(zk)
+    assert stop.returncode == 1, stop.stdout + stop.stderr
+    assert "its controlled shutdown left" in stop.stdout
+    listed = {name.strip(",") for name in stop.stdout.split()}
+    assert set(stuck) <= listed

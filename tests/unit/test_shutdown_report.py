@@ -67,6 +67,14 @@ def test_broker_stop_says_when_no_controller_answered(monkeypatch):
     assert "no controller answered in 4 attempts" in text
 
 
+def test_broker_stop_names_the_error_when_the_controller_refused(monkeypatch):
+    left = incomplete_shutdown_in(report_line(1, 4, True, [], "STALE_BROKER_EPOCH"))
+    assert left is not None
+    code, text = run_stop(monkeypatch, left)
+    assert code == 1
+    assert "the controller answered STALE_BROKER_EPOCH 4 times" in text
+
+
 def test_broker_stop_succeeds_when_the_shutdown_was_complete(monkeypatch):
     code, text = run_stop(monkeypatch, None)
     assert code == 0
