@@ -296,6 +296,17 @@ class ReplicaManager:
         self.fetch_purgatory.check_and_complete(key)
         self.delete_records_purgatory.check_and_complete(key)
 
+    def _on_partitions_changed(self, keys: list[TopicPartition]) -> None:
+        """`_on_partition_changed` for many at once: each waiting operation re-checks once. A
+        follower's fetch waits on thousands of partitions; re-tried per changed partition, a
+        step of a LeaderAndIsr read all of them hundreds of times over (a fifth of a broker's
+        time in the steps after creating 10,000 partitions)."""
+        if not keys:
+            return
+        self.produce_purgatory.check_and_complete_keys(keys)
+        self.fetch_purgatory.check_and_complete_keys(keys)
+        self.delete_records_purgatory.check_and_complete_keys(keys)
+
     def on_log_start_moved(self, partition: Partition) -> None:
         """The partition's log start offset moved (DeleteRecords on the leader, a follower
         copying its leader's): segments wholly below it go now, and the log dir's
@@ -580,8 +591,7 @@ class ReplicaManager:
         deferred: set[DeferrableEpochCheckpoint],
     ) -> None:
         """After the step's files are durable: waiting operations re-check, fetchers move."""
-        for partition in changed:
-            self._on_partition_changed(partition.key)
+        self._on_partitions_changed([partition.key for partition in changed])
         leaders = [p for p in changed if p.is_leader]
         if leaders and self.on_become_leader is not None:
             self.on_become_leader(leaders)
@@ -832,8 +842,7 @@ class ReplicaManager:
                 results.append((topic, index, ErrorCode.KAFKA_STORAGE_ERROR))
                 continue
             results.append((topic, index, ErrorCode.NONE))
-        for key in stopped:
-            self._on_partition_changed(key)
+        self._on_partitions_changed(stopped)
         if stopped and self.on_stop_replicas is not None:
             self.on_stop_replicas(stopped)
         return results
