@@ -1,10 +1,9 @@
 """The ISR rules of a partition leader, as pure functions (Kafka's `Partition`, fact sheet §4b).
 
-- Pending changes. A leader changes its ISR by asking the controller (AlterPartition) and has at
-  most one change in flight per partition. While it waits, the *committed* ISR is the last one
-  the controller confirmed (LeaderAndIsr or an AlterPartition answer) and the *maximal* ISR is
-  what the HW and acks=all must respect: an expansion counts the new member at once (KIP-497), a
-  shrink keeps the members it removes until the controller agrees.
+- Pending changes: the state machine is `isr_state` (committed, pending expansion, pending
+  shrink, fenced, and what an AlterPartition answer does); while a change waits, the *maximal*
+  ISR is what the HW and acks=all must respect: an expansion counts the new member at once
+  (KIP-497), a shrink keeps the members it removes until the controller agrees.
 - Expansion (KIP-903). A follower may be proposed when no change is in flight, it is a replica
   not yet in the committed ISR, it is alive in the metadata cache, its log end offset has reached
   the HW and the start of the leader's current epoch, and (with the mechanism on) the broker
@@ -14,17 +13,18 @@
   decides, as in Kafka's ZooKeeper mode, and every NewIsrWithEpochs entry carries -1.
 - Shrink. Members other than the leader that are not caught up (their LEO is not the leader's
   and they last reached the leader's LEO more than replica.lag.time.max.ms ago) are proposed for
-  removal.
+  removal. The leader's own stalls do not count (`leader_stalled_ms`): lastCaughtUpTime moves
+  only when the leader processes a fetch, so while its loop was blocked (applying a LeaderAndIsr
+  for thousands of partitions, a long collection) every follower seemed to lag; a follower is
+  out of sync only once it has had replica.lag.time.max.ms of the leader's *running* time to
+  fetch, which also gives it its first fetch after a stall.
 - HW (Kafka 3.9). Not advanced while the committed ISR is smaller than the effective
   min.insync.replicas (capped at the replication factor, so a topic with fewer replicas stays
   readable); otherwise min LEO over the leader, the maximal ISR, and replicas outside it that are
   caught up and eligible (they are about to join, so they must not miss committed data).
 - acks=all. A waiting produce fails with NOT_ENOUGH_REPLICAS_AFTER_APPEND once the maximal ISR
   is below min.insync.replicas, and succeeds once the HW has passed its last offset.
-- AlterPartition answers: success commits the controller's state (unless the partition moved on
-  meanwhile); INELIGIBLE_REPLICA and OPERATION_NOT_ATTEMPTED revert to the committed ISR without a
-  retry (the controller guarantees nothing was applied); errors that mean "your view is stale"
-  keep the change pending until a LeaderAndIsr replaces it; anything else is retried.
+- NewIsrWithEpochs: what an AlterPartition carries for each proposed member.
 """
 
 from __future__ import annotations
@@ -85,33 +85,6 @@ class FollowerProgress(Protocol):
     log_end_offset: int
     last_caught_up_time_ms: int
     broker_epoch: int
-
-
-class IsrChangeKind(enum.Enum):
-    EXPAND = "expand"
-    SHRINK = "shrink"
-
-
-@dataclass(frozen=True, eq=False, slots=True)
-class PendingIsrChange:
-    """An ISR change sent (or about to be sent) to the controller. Compared by identity: an
-    answer applies only to the very change it answers."""
-
-    kind: IsrChangeKind
-    committed_isr: tuple[int, ...]
-    proposed_isr: tuple[int, ...]
-    leader_epoch: int
-    partition_epoch: int
-
-    @property
-    def maximal_isr(self) -> tuple[int, ...]:
-        return self.proposed_isr if self.kind is IsrChangeKind.EXPAND else self.committed_isr
-
-
-def maximal_isr(
-    committed_isr: tuple[int, ...], pending: PendingIsrChange | None
-) -> tuple[int, ...]:
-    return committed_isr if pending is None else pending.maximal_isr
 
 
 # --------------------------------------------------------------------------------- expansion
@@ -194,6 +167,22 @@ def expanded_isr(committed_isr: tuple[int, ...], replica_id: int) -> tuple[int, 
 # ------------------------------------------------------------------------------------ shrink
 
 
+class LeaderStalls(Protocol):
+    """How long the leader's loop was blocked in a window (`loop_stalls.LoopStalls`)."""
+
+    def stalled_ms(self, since_ms: int, now_ms: int) -> int: ...
+
+
+class NoStalls:
+    """A leader that never stalls (unit tests, harnesses without a probe)."""
+
+    def stalled_ms(self, since_ms: int, now_ms: int) -> int:
+        return 0
+
+
+NO_STALLS = NoStalls()
+
+
 def is_caught_up(
     *,
     replica_leo: int,
@@ -201,9 +190,13 @@ def is_caught_up(
     leader_leo: int,
     now_ms: int,
     lag_time_max_ms: int,
+    leader_stalled_ms: int = 0,
 ) -> bool:
-    """Kafka's ReplicaState.isCaughtUp: at the leader's LEO, or there within the lag time."""
-    return replica_leo == leader_leo or now_ms - last_caught_up_time_ms <= lag_time_max_ms
+    """Kafka's ReplicaState.isCaughtUp: at the leader's LEO, or there within the lag time of
+    the leader's running time (`leader_stalled_ms` of the window the leader could not serve)."""
+    if replica_leo == leader_leo:
+        return True
+    return now_ms - last_caught_up_time_ms - leader_stalled_ms <= lag_time_max_ms
 
 
 def out_of_sync_replicas(
@@ -214,19 +207,30 @@ def out_of_sync_replicas(
     leader_leo: int,
     now_ms: int,
     lag_time_max_ms: int,
+    leader_stalls: LeaderStalls = NO_STALLS,
 ) -> tuple[int, ...]:
-    """ISR members (not the leader) to propose for removal."""
+    """ISR members (not the leader) to propose for removal; the leader's stalls since a
+    follower last caught up are not held against it."""
     out: list[int] = []
     for replica_id in isr:
         if replica_id == local_broker_id:
             continue
         follower = followers.get(replica_id)
-        if follower is None or not is_caught_up(
+        if follower is None:
+            out.append(replica_id)
+            continue
+        last = follower.last_caught_up_time_ms
+        if not is_caught_up(
             replica_leo=follower.log_end_offset,
-            last_caught_up_time_ms=follower.last_caught_up_time_ms,
+            last_caught_up_time_ms=last,
             leader_leo=leader_leo,
             now_ms=now_ms,
             lag_time_max_ms=lag_time_max_ms,
+            leader_stalled_ms=(
+                0
+                if now_ms - last <= lag_time_max_ms  # caught up anyway: no need to ask
+                else leader_stalls.stalled_ms(last, now_ms)
+            ),
         ):
             out.append(replica_id)
     return tuple(out)
@@ -290,55 +294,3 @@ def isr_with_epochs(
         (r, local_broker_epoch if r == local_broker_id else fetch_epochs.get(r, NO_BROKER_EPOCH))
         for r in proposed_isr
     ]
-
-
-class AlterOutcome(enum.Enum):
-    COMMIT = "commit"  # take the controller's state
-    REVERT = "revert"  # back to the last committed ISR, no retry
-    WAIT = "wait"  # stay pending until a LeaderAndIsr replaces the state
-    RETRY = "retry"  # send the same change again
-
-
-_REVERT = frozenset({ErrorCode.INELIGIBLE_REPLICA, ErrorCode.OPERATION_NOT_ATTEMPTED})
-_WAIT = frozenset(
-    {
-        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-        ErrorCode.UNKNOWN_TOPIC_ID,
-        ErrorCode.FENCED_LEADER_EPOCH,
-        ErrorCode.INVALID_UPDATE_VERSION,
-        ErrorCode.INVALID_REQUEST,
-        ErrorCode.NEW_LEADER_ELECTED,
-    }
-)
-
-
-def alter_partition_outcome(error: ErrorCode) -> AlterOutcome:
-    """What a partition does with its AlterPartition answer (Kafka's handleAlterPartitionError)."""
-    if error is ErrorCode.NONE:
-        return AlterOutcome.COMMIT
-    if error in _REVERT:
-        return AlterOutcome.REVERT
-    if error in _WAIT:
-        return AlterOutcome.WAIT
-    return AlterOutcome.RETRY
-
-
-def answer_applies(
-    *,
-    sent: PendingIsrChange,
-    current_pending: PendingIsrChange | None,
-    is_leader: bool,
-    current_leader_epoch: int,
-    current_partition_epoch: int,
-    answer_leader_epoch: int | None = None,
-    answer_partition_epoch: int | None = None,
-) -> bool:
-    """An answer is applied only to the change still pending, on a leader whose epochs have not
-    moved; a successful answer also must not carry an older leader epoch or partition epoch."""
-    if current_pending is not sent or not is_leader:
-        return False
-    if sent.leader_epoch != current_leader_epoch or sent.partition_epoch != current_partition_epoch:
-        return False
-    if answer_leader_epoch is not None and answer_leader_epoch != current_leader_epoch:
-        return False
-    return answer_partition_epoch is None or answer_partition_epoch >= current_partition_epoch

@@ -13,9 +13,9 @@ A `Partition` wraps the partition's `PartitionLog` with what replication needs (
   epoch it fetched with (KIP-903 compares it with the controller's), and the fetch times Kafka
   uses to decide whether it is caught up.
 - the ISR: the committed one (`isr`, from LeaderAndIsr or an AlterPartition answer) and at most
-  one pending change (`pending_isr`), which `isr_changes` proposes and settles (rules in
-  `isr_rules`; the replica manager sends it to the controller). `maximal_isr` is what the HW
-  and acks=all respect while a change is pending.
+  one pending change (`pending_isr`) in an `isr_phase`, which the state machine `isr_state`
+  proposes and settles (rules in `isr_rules`; the replica manager sends it to the
+  controller). `maximal_isr` is what the HW and acks=all respect while a change is pending.
 - the high watermark: on the leader, min LEO over the maximal ISR and the caught-up eligible
   followers, frozen while the ISR is below min.insync.replicas (`isr_rules.leader_hw`), moved on
   every append, follower fetch and ISR change; on a follower, min(leader's HW, LEO). The replica
@@ -42,15 +42,15 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from epochlog.broker import isr_rules
+from epochlog.broker import isr_rules, isr_state
 from epochlog.broker import partition_rules as rules
 from epochlog.broker.isr_rules import (
     BrokerView,
     EveryBrokerAlive,
     ExpandVerdict,
-    PendingIsrChange,
     ReplicationSettings,
 )
+from epochlog.broker.isr_state import IsrEvent, IsrPhase, PendingIsrChange
 from epochlog.broker.producer_state import (
     AbortedTxn,
     ProducerStateManager,
@@ -168,6 +168,7 @@ class Partition:
     leader_epoch_start_offset: int = UNKNOWN_OFFSET
     remote_replicas: dict[int, ReplicaState] = field(default_factory=dict)
     pending_isr: PendingIsrChange | None = None
+    isr_phase: IsrPhase = IsrPhase.COMMITTED  # with pending_isr, changed only by isr_state
     settings: ReplicationSettings = field(default_factory=ReplicationSettings)
     brokers: BrokerView = field(default_factory=EveryBrokerAlive)
     # Why this replica may not lead (its log was found damaged and cut: see the replica
@@ -220,7 +221,7 @@ class Partition:
     def maximal_isr(self) -> tuple[int, ...]:
         """The committed ISR widened by a pending expansion (a pending shrink removes nobody
         yet): what the HW and acks=all respect."""
-        return isr_rules.maximal_isr(self.isr, self.pending_isr)
+        return isr_state.maximal_isr(self.isr, self.pending_isr)
 
     @property
     def last_stable_offset(self) -> int:
@@ -261,7 +262,7 @@ class Partition:
 
     def _take_state(self, state: PartitionState) -> None:
         """The controller's state replaces ours, including any pending ISR change."""
-        self.pending_isr = None
+        isr_state.reset(self, IsrEvent.CONTROLLER_STATE)
         self.leader_id = state.leader
         self.leader_epoch = state.leader_epoch
         self.partition_epoch = state.partition_epoch
@@ -273,7 +274,7 @@ class Partition:
         """The replica stops (StopReplica): no longer leader or follower."""
         self.leader_id = NO_LEADER
         self.remote_replicas = {}
-        self.pending_isr = None
+        isr_state.reset(self, IsrEvent.STOP)
 
     # ------------------------------------------------------------------ high watermark
 

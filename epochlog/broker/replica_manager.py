@@ -20,7 +20,7 @@ StopReplica to them, and runs the broker's background work:
   may move the HW and propose an expansion; every replica.lag.time.max.ms / 2 the lagging members
   are proposed for removal (`shrink_isrs`). Proposals go to the controller through the
   `alter_partition_manager` (set by the broker), carrying this broker's epoch and the followers'
-  fetch epochs; its answers settle them (`isr_changes.apply_alter_partition_answer`).
+  fetch epochs; its answers settle them (`isr_state.apply_alter_partition_answer`).
 
 Damage (issue 14): a log whose batch headers do not parse where the log says a batch starts is
 never served and never fails more than its own partition. The first LeaderAndIsr that hosts a
@@ -58,7 +58,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
-from epochlog.broker import isr_changes
+from epochlog.broker import isr_state
 from epochlog.broker.alter_partition_manager import (
     RETRY_BACKOFF_MS,
     AlterPartitionItem,
@@ -71,12 +71,9 @@ from epochlog.broker.control_rules import (
     stop_replica_verdict,
 )
 from epochlog.broker.delayed import DelayedOperationPurgatory, Scheduler
-from epochlog.broker.isr_rules import (
-    AlterOutcome,
-    PendingIsrChange,
-    ReplicationSettings,
-    replication_settings_for,
-)
+from epochlog.broker.isr_rules import ReplicationSettings, replication_settings_for
+from epochlog.broker.isr_state import AlterOutcome, PendingIsrChange
+from epochlog.broker.loop_stalls import LoopStalls, run_probe
 from epochlog.broker.metadata_cache import MetadataCache
 from epochlog.broker.partition import (
     Partition,
@@ -102,8 +99,9 @@ from epochlog.storage.checkpoint import (
     write_deferred,
 )
 from epochlog.storage.errors import LogDamageError
-from epochlog.storage.files import durable_batch
+from epochlog.storage.files import collected_durable_writes, durable_batch, sync_file_systems
 from epochlog.storage.log_dirs import probe_dir
+from epochlog.storage.log_manager import open_planned_logs
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +115,22 @@ def now_ms() -> int:
 
 def known_topic_id(value: uuid.UUID | None) -> uuid.UUID | None:
     return None if value is None or value == ZERO_UUID else value
+
+
+# Partitions applied per step of a LeaderAndIsr or StopReplica: a step of 200 new partitions
+# holds the loop for tens of milliseconds (their files are made in a worker thread).
+APPLY_STEP_PARTITIONS = 200
+
+
+@dataclasses.dataclass
+class _ApplyTally:
+    """What one LeaderAndIsr did, across its steps."""
+
+    results: list[tuple[str, uuid.UUID | None, int, ErrorCode]] = dataclasses.field(
+        default_factory=list
+    )
+    leaders: int = 0
+    followers: int = 0
 
 
 class IsrChangeSender(Protocol):
@@ -181,6 +195,9 @@ class ReplicaManager:
         self._checkpoint_writes: set[asyncio.Task[int]] = set()
         self._appended: set[TopicPartition] = set()  # led partitions whose fetches are to wake
         self._hw_moved: set[TopicPartition] = set()  # HWs moved by follower fetches, to act on
+        # The loop's own stalls (a probe task feeds it): the ISR check does not count them
+        # against followers, and the figures report them.
+        self.loop_stalls = LoopStalls(horizon_ms=2 * self.settings.replica_lag_time_max_ms)
         # Replicas moving to another log dir (AlterReplicaLogDirs).
         self.replica_mover = ReplicaMover(
             log_manager, self, is_cleaning=log_manager.cleaner.is_cleaning
@@ -280,6 +297,17 @@ class ReplicaManager:
         self.fetch_purgatory.check_and_complete(key)
         self.delete_records_purgatory.check_and_complete(key)
 
+    def _on_partitions_changed(self, keys: list[TopicPartition]) -> None:
+        """`_on_partition_changed` for many at once: each waiting operation re-checks once. A
+        follower's fetch waits on thousands of partitions; re-tried per changed partition, a
+        step of a LeaderAndIsr read all of them hundreds of times over (a fifth of a broker's
+        time in the steps after creating 10,000 partitions)."""
+        if not keys:
+            return
+        self.produce_purgatory.check_and_complete_keys(keys)
+        self.fetch_purgatory.check_and_complete_keys(keys)
+        self.delete_records_purgatory.check_and_complete_keys(keys)
+
     def on_log_start_moved(self, partition: Partition) -> None:
         """The partition's log start offset moved (DeleteRecords on the leader, a follower
         copying its leader's): segments wholly below it go now, and the log dir's
@@ -321,7 +349,7 @@ class ReplicaManager:
         moved = partition.update_follower_fetch_state(
             replica_id, fetch_offset, log_start_offset, broker_epoch, leader_leo, now
         )
-        change = isr_changes.maybe_expand_isr(partition, replica_id)
+        change = isr_state.maybe_expand_isr(partition, replica_id)
         if change is not None:
             self._send_isr_change(partition, change)
         if moved:
@@ -353,7 +381,7 @@ class ReplicaManager:
         now = now_ms() if now is None else now
         proposed = 0
         for partition in list(self.partitions.values()):
-            change = isr_changes.maybe_shrink_isr(partition, now)
+            change = isr_state.maybe_shrink_isr(partition, now, self.loop_stalls)
             if change is not None:
                 proposed += 1
                 self._send_isr_change(partition, change)
@@ -378,7 +406,7 @@ class ReplicaManager:
             topic_id=topic_id,
             leader_epoch=change.leader_epoch,
             partition_epoch=change.partition_epoch,
-            isr_with_epochs=isr_changes.isr_with_epochs(partition, change, self.epoch_holder.epoch),
+            isr_with_epochs=isr_state.isr_with_epochs(partition, change, self.epoch_holder.epoch),
             on_answer=lambda answer: self._on_isr_answer(partition, change, answer),
             still_wanted=lambda: (
                 partition.pending_isr is change and self.partitions.get(key) is partition
@@ -392,7 +420,7 @@ class ReplicaManager:
     def _on_isr_answer(
         self, partition: Partition, change: PendingIsrChange, answer: PartitionAnswer
     ) -> None:
-        outcome, _ = isr_changes.apply_alter_partition_answer(
+        outcome, _ = isr_state.apply_alter_partition_answer(
             partition,
             change,
             answer.error,
@@ -473,50 +501,119 @@ class ReplicaManager:
     def apply_leader_and_isr(
         self, request: Any, version: int
     ) -> list[tuple[str, uuid.UUID | None, int, ErrorCode]]:
-        """Apply the partitions of a LeaderAndIsr whose broker and controller epochs passed.
-        Returns (topic, topic id, partition, error) per partition, in request order."""
-        self.controller_epoch = max(self.controller_epoch, request.controller_epoch)
-        self._configs_of_request.clear()
-        now = now_ms()
-        results: list[tuple[str, uuid.UUID | None, int, ErrorCode]] = []
-        changed: list[Partition] = []
-        followers: list[Partition] = []
-        for leader in getattr(request, "live_leaders", ()):
-            self.live_leaders[leader.broker_id] = (leader.host_name, leader.port)
+        """Apply the partitions of a LeaderAndIsr whose broker and controller epochs passed, in
+        one step (tests, small requests). Returns (topic, topic id, partition, error) per
+        partition, in request order. The broker uses `apply_leader_and_isr_in_steps`."""
+        entries = self._begin_leader_and_isr(request, version)
+        tally = _ApplyTally()
         # Leader-epoch checkpoints are written after the answer, off the loop (see
         # DeferrableEpochCheckpoint); other files written here share one file-system sync.
         with durable_batch(), deferred_checkpoints() as deferred:
-            for topic_state in request.topic_states:
-                topic = topic_state.topic_name
-                topic_id = known_topic_id(
-                    getattr(topic_state, "topic_id", None) if version >= 5 else None
-                )
-                if topic_id is None:
-                    topic_id = self.metadata_cache.topic_id(topic)
-                for state in topic_state.partition_states:
-                    index = state.partition_index
-                    error = self._apply_partition_state(
-                        topic, index, topic_id, state, now, changed, followers
-                    )
-                    results.append((topic, topic_id, index, error))
-        for partition in changed:
-            self._on_partition_changed(partition.key)
+            changed, followers = self._apply_entries(entries, now_ms(), tally)
+        self._finish_step(changed, followers, deferred)
+        return self._end_leader_and_isr(tally)
+
+    async def apply_leader_and_isr_in_steps(
+        self, request: Any, version: int, step_size: int = APPLY_STEP_PARTITIONS
+    ) -> list[tuple[str, uuid.UUID | None, int, ErrorCode]]:
+        """`apply_leader_and_isr` without holding the loop: `step_size` partitions at a time,
+        their new logs created in a worker thread, their files made durable by one sync per
+        step (in a worker thread too), the loop free to serve between steps. Each step is
+        complete before the next (its partitions lead or follow, fetchers started), as if the
+        controller had sent several requests; the answer goes once every step is done."""
+        entries = self._begin_leader_and_isr(request, version)
+        tally = _ApplyTally()
+        for start in range(0, len(entries), step_size):
+            step = entries[start : start + step_size]
+            plans = self.log_manager.plan_new_logs(self._new_log_specs(step))
+            with collected_durable_writes() as dirs, deferred_checkpoints() as deferred:
+                if plans:
+                    await asyncio.to_thread(open_planned_logs, plans)
+                self.log_manager.adopt_planned_logs(plans)
+                changed, followers = self._apply_entries(step, now_ms(), tally)
+            if dirs:
+                await asyncio.to_thread(sync_file_systems, dirs)
+            self._finish_step(changed, followers, deferred)
+            await asyncio.sleep(0)  # let the loop serve between steps
+        return self._end_leader_and_isr(tally)
+
+    def _begin_leader_and_isr(self, request: Any, version: int) -> list[tuple[str, Any, Any]]:
+        """Take the request's controller epoch and live leaders; its (topic, topic id, partition
+        state) entries in request order."""
+        self.controller_epoch = max(self.controller_epoch, request.controller_epoch)
+        self._configs_of_request.clear()
+        for leader in getattr(request, "live_leaders", ()):
+            self.live_leaders[leader.broker_id] = (leader.host_name, leader.port)
+        entries: list[tuple[str, Any, Any]] = []
+        for topic_state in request.topic_states:
+            topic = topic_state.topic_name
+            topic_id = known_topic_id(
+                getattr(topic_state, "topic_id", None) if version >= 5 else None
+            )
+            if topic_id is None:
+                topic_id = self.metadata_cache.topic_id(topic)
+            entries.extend((topic, topic_id, state) for state in topic_state.partition_states)
+        return entries
+
+    def _new_log_specs(
+        self, entries: Iterable[tuple[str, Any, Any]]
+    ) -> list[tuple[str, int, uuid.UUID | None, LogConfig]]:
+        """The partitions of `entries` that name this broker and have no log yet."""
+        specs: list[tuple[str, int, uuid.UUID | None, LogConfig]] = []
+        for topic, topic_id, state in entries:
+            index = state.partition_index
+            if (topic, index) in self.partitions or self.broker_id not in state.replicas:
+                continue
+            if self.log_manager.get_log(topic, index) is not None:
+                continue
+            config = log_config_for(self.log_manager.default_config, self._topic_configs(topic))
+            specs.append((topic, index, topic_id, config))
+        return specs
+
+    def _apply_entries(
+        self, entries: Iterable[tuple[str, Any, Any]], now: int, tally: _ApplyTally
+    ) -> tuple[list[Partition], list[Partition]]:
+        changed: list[Partition] = []
+        followers: list[Partition] = []
+        for topic, topic_id, state in entries:
+            index = state.partition_index
+            error = self._apply_partition_state(
+                topic, index, topic_id, state, now, changed, followers
+            )
+            tally.results.append((topic, topic_id, index, error))
+        tally.leaders += sum(1 for p in changed if p.is_leader)
+        tally.followers += len(followers)
+        return changed, followers
+
+    def _finish_step(
+        self,
+        changed: list[Partition],
+        followers: list[Partition],
+        deferred: set[DeferrableEpochCheckpoint],
+    ) -> None:
+        """After the step's files are durable: waiting operations re-check, fetchers move."""
+        self._on_partitions_changed([partition.key for partition in changed])
         leaders = [p for p in changed if p.is_leader]
-        # One line per request, not per partition: a failover moves thousands at once.
-        log.info(
-            "LeaderAndIsr: leader of %d, follower of %d, %d refused (of %d)",
-            len(leaders),
-            len(followers),
-            sum(1 for *_, error in results if error is not ErrorCode.NONE),
-            len(results),
-        )
         if leaders and self.on_become_leader is not None:
             self.on_become_leader(leaders)
         if followers and self.on_become_follower is not None:
             self.on_become_follower(followers)
-        self._leader_and_isr_generation = self.epoch_holder.epoch
         if deferred:
             self.write_deferred_checkpoints(deferred)
+
+    def _end_leader_and_isr(
+        self, tally: _ApplyTally
+    ) -> list[tuple[str, uuid.UUID | None, int, ErrorCode]]:
+        # One line per request, not per partition: a failover moves thousands at once.
+        results = tally.results
+        log.info(
+            "LeaderAndIsr: leader of %d, follower of %d, %d refused (of %d)",
+            tally.leaders,
+            tally.followers,
+            sum(1 for *_, error in results if error is not ErrorCode.NONE),
+            len(results),
+        )
+        self._leader_and_isr_generation = self.epoch_holder.epoch
         return results
 
     def write_deferred_checkpoints(self, checkpoints: Iterable[DeferrableEpochCheckpoint]) -> None:
@@ -746,10 +843,26 @@ class ReplicaManager:
                 results.append((topic, index, ErrorCode.KAFKA_STORAGE_ERROR))
                 continue
             results.append((topic, index, ErrorCode.NONE))
-        for key in stopped:
-            self._on_partition_changed(key)
+        self._on_partitions_changed(stopped)
         if stopped and self.on_stop_replicas is not None:
             self.on_stop_replicas(stopped)
+        return results
+
+    async def stop_replicas_in_steps(
+        self,
+        entries: Iterable[tuple[str, int, int, bool]],
+        step_size: int = APPLY_STEP_PARTITIONS,
+    ) -> list[tuple[str, int, ErrorCode]]:
+        """`stop_replicas` a step at a time, each step's deletions made durable by one sync
+        (in a worker thread) and the loop free to serve between steps."""
+        pending = list(entries)
+        results: list[tuple[str, int, ErrorCode]] = []
+        for start in range(0, len(pending), step_size):
+            with collected_durable_writes() as dirs:
+                results.extend(self.stop_replicas(pending[start : start + step_size]))
+            if dirs:
+                await asyncio.to_thread(sync_file_systems, dirs)
+            await asyncio.sleep(0)
         return results
 
     # --------------------------------------------------------- high-watermark checkpoints
@@ -786,6 +899,11 @@ class ReplicaManager:
     def startup(self) -> None:
         """Read the HW checkpoint (the log manager must have loaded) and start the tasks."""
         self._stored_hws = self.log_manager.read_high_watermarks()
+        self._tasks.append(
+            asyncio.get_running_loop().create_task(
+                run_probe(self.loop_stalls), name="loop-stall-probe"
+            )
+        )
         self._start_task(
             "hw-checkpoint",
             self.config["replica.high.watermark.checkpoint.interval.ms"],

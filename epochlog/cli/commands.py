@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from epochlog.cli.common import CommandError, bootstrap_servers
+from epochlog.node.shutdown_report import IncompleteShutdown
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
@@ -206,7 +207,9 @@ def cmd_broker(args: argparse.Namespace, console: Console) -> int:
         raise CommandError(f"no broker {args.id} in the local cluster {args.dir}")
     started = time.monotonic()
     if args.broker_command == "stop":
-        cluster.stop_broker(args.id)
+        left = cluster.stop_broker(args.id)
+        if left is not None:
+            return _report_incomplete_shutdown(console, left, time.monotonic() - started)
     elif args.broker_command == "kill":
         cluster.kill_broker(args.id)
     elif args.broker_command == "start":
@@ -218,6 +221,31 @@ def cmd_broker(args: argparse.Namespace, console: Console) -> int:
         f"broker {args.id}: {args.broker_command} done in {time.monotonic() - started:.1f} s"
     )
     return 0
+
+
+def _report_incomplete_shutdown(console: Console, left: IncompleteShutdown, took_s: float) -> int:
+    """The broker stopped, but its controlled shutdown left partitions led by it: say which."""
+    if not left.controller_answered:
+        console.print(
+            f"broker {left.broker_id}: stopped in {took_s:.1f} s WITHOUT a controlled shutdown: "
+            f"no controller answered in {left.attempts} attempts; its leaderships move only "
+            "when its ZooKeeper session ends"
+        )
+        return 1
+    names = left.remaining_partitions
+    if not names:
+        console.print(
+            f"broker {left.broker_id}: stopped in {took_s:.1f} s WITHOUT a controlled shutdown: "
+            f"the controller answered {left.error} {left.attempts} times"
+        )
+        return 1
+    console.print(
+        f"broker {left.broker_id}: stopped in {took_s:.1f} s, but its controlled shutdown left "
+        f"{len(names)} partitions led by it after {left.attempts} attempts (no other replica "
+        "in their ISR): they are offline until it returns"
+    )
+    console.print("  " + ", ".join(names))
+    return 1
 
 
 def cmd_controller(args: argparse.Namespace, console: Console) -> int:

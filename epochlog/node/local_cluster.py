@@ -29,6 +29,7 @@ from typing import Any
 
 from kazoo.exceptions import NoNodeError
 
+from epochlog.node.shutdown_report import IncompleteShutdown, incomplete_shutdown_in
 from epochlog.processes import spawn
 from epochlog.zk.launcher import ZooKeeperServer, free_port
 
@@ -272,9 +273,17 @@ class LocalCluster:
 
     # ------------------------------------------------------------------------- operations
 
-    def stop_broker(self, broker_id: int, timeout_s: float = 60.0) -> None:
-        """SIGTERM: the broker runs its controlled shutdown, then exits."""
-        self._signal_and_wait(self.brokers[broker_id], signal.SIGTERM, timeout_s)
+    def stop_broker(self, broker_id: int, timeout_s: float = 60.0) -> IncompleteShutdown | None:
+        """SIGTERM: the broker runs its controlled shutdown, then exits. Returns what its
+        controlled shutdown left behind (the partitions it still led), None when complete."""
+        broker = self.brokers[broker_id]
+        start = broker.log_path.stat().st_size if broker.log_path.exists() else 0
+        self._signal_and_wait(broker, signal.SIGTERM, timeout_s)
+        if not broker.log_path.exists():
+            return None
+        with open(broker.log_path, "rb") as out:
+            out.seek(start)
+            return incomplete_shutdown_in(out.read().decode(errors="replace"))
 
     def kill_broker(self, broker_id: int) -> None:
         """SIGKILL: a crash."""

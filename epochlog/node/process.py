@@ -40,6 +40,7 @@ from epochlog.controller.elector import ControllerElector
 from epochlog.node.controller_gateway import ControllerGateway, ZkControllerPins
 from epochlog.node.dynamic_configs import ZkDynamicConfigs, load_broker_layers
 from epochlog.node.groups import ZkGroupCoordinator, attach_group_coordinator
+from epochlog.node.shutdown_report import report_line
 from epochlog.node.transactions import ZkTransactionCoordinator, attach_transaction_coordinator
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import ApiKey
@@ -213,9 +214,14 @@ class BrokerProcess:
             await asyncio.to_thread(registrar.close, deregister=True)
 
     async def _controlled_shutdown(self, zk: KazooClient, epoch_holder: BrokerEpochHolder) -> bool:
-        """Ask the controller to move our leaderships away; True when it said it has."""
+        """Ask the controller to move our leaderships away, as Kafka does: up to
+        controlled.shutdown.max.retries retries, controlled.shutdown.retry.backoff.ms apart.
+        True when it said it has; otherwise the partitions still led here are logged in one
+        line (`shutdown_report`; `epochlog broker stop` reports them)."""
         retries = self.config["controlled.shutdown.max.retries"]
         backoff_s = self.config["controlled.shutdown.retry.backoff.ms"] / 1000
+        remaining: list[str] | None = None  # None: the controller never answered
+        error = ErrorCode.NONE
         for attempt in range(retries + 1):
             if attempt:
                 await asyncio.sleep(backoff_s)
@@ -225,17 +231,26 @@ class BrokerProcess:
                 log.warning("controlled shutdown attempt %d failed: %s", attempt + 1, exc)
                 continue
             if answer is None:
+                log.warning("controlled shutdown attempt %d: no controller", attempt + 1)
                 continue
-            if answer.error_code == ErrorCode.NONE and not answer.remaining_partitions:
+            remaining = [f"{r.topic_name}-{r.partition_index}" for r in answer.remaining_partitions]
+            error = ErrorCode.of(answer.error_code)
+            if error is ErrorCode.NONE and not remaining:
                 log.info("controlled shutdown of broker %d succeeded", self.broker_id)
                 return True
-            log.info(
-                "controlled shutdown attempt %d: %s, %d partitions still led",
+            log.warning(
+                "controlled shutdown attempt %d: %s, %d partitions still led: %s",
                 attempt + 1,
-                ErrorCode.of(answer.error_code).name,
-                len(answer.remaining_partitions),
+                error.name,
+                len(remaining),
+                ", ".join(remaining[:20]) + (" ..." if len(remaining) > 20 else ""),
             )
-        log.warning("controlled shutdown did not complete; shutting down anyway")
+        log.error(
+            "%s",
+            report_line(
+                self.broker_id, retries + 1, remaining is not None, remaining or [], error.name
+            ),
+        )
         return False
 
     async def _ask_controller(self, zk: KazooClient, broker_epoch: int) -> Any:

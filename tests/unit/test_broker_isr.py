@@ -7,12 +7,13 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from epochlog.broker import isr_changes
+from epochlog.broker import isr_state
 from epochlog.broker.alter_partition_manager import PartitionAnswer
 from epochlog.broker.appends import append_records
 from epochlog.broker.collaborators import BrokerEpochHolder
 from epochlog.broker.harness import leader_and_isr_request
-from epochlog.broker.isr_rules import AlterOutcome, IsrChangeKind, ReplicationSettings
+from epochlog.broker.isr_rules import ReplicationSettings
+from epochlog.broker.isr_state import AlterOutcome, IsrChangeKind
 from epochlog.broker.metadata_cache import LiveBroker, MetadataCache
 from epochlog.broker.partition import Partition, PartitionState
 from epochlog.broker.produce_validation import validate_partition_records
@@ -79,25 +80,25 @@ def test_a_caught_up_follower_is_proposed_with_its_fetch_epoch(tmp_path):
     p = leader(tmp_path)
     append(p, 4)
     fetch(p, 2, 2, 502)
-    assert isr_changes.maybe_expand_isr(p, 2) is None  # below the HW (4)
+    assert isr_state.maybe_expand_isr(p, 2) is None  # below the HW (4)
     fetch(p, 2, 4, 502)
-    change = isr_changes.maybe_expand_isr(p, 2)
+    change = isr_state.maybe_expand_isr(p, 2)
     assert change.kind is IsrChangeKind.EXPAND and change.proposed_isr == (1, 2)
     assert (change.leader_epoch, change.partition_epoch) == (3, 7)
     assert p.pending_isr is change and p.isr == (1,) and p.maximal_isr == (1, 2)
-    assert isr_changes.isr_with_epochs(p, change, 501) == [(1, 501), (2, 502)]
-    assert isr_changes.maybe_expand_isr(p, 2) is None  # one change in flight
+    assert isr_state.isr_with_epochs(p, change, 501) == [(1, 501), (2, 502)]
+    assert isr_state.maybe_expand_isr(p, 2) is None  # one change in flight
 
 
 def test_a_follower_fetching_with_an_old_generation_is_not_proposed(tmp_path):
     p = leader(tmp_path)
     fetch(p, 2, 0, 499)  # fetched with the epoch it had before bouncing
-    assert isr_changes.maybe_expand_isr(p, 2) is None
+    assert isr_state.maybe_expand_isr(p, 2) is None
     off = leader(tmp_path / "off", kip903=False)
     fetch(off, 2, 0, 499)
-    change = isr_changes.maybe_expand_isr(off, 2)
+    change = isr_state.maybe_expand_isr(off, 2)
     assert change is not None
-    assert isr_changes.isr_with_epochs(off, change, 501) == [(1, -1), (2, -1)]
+    assert isr_state.isr_with_epochs(off, change, 501) == [(1, -1), (2, -1)]
 
 
 def test_a_pending_expansion_holds_the_hw_and_ineligible_replica_reverts_it(tmp_path):
@@ -105,11 +106,11 @@ def test_a_pending_expansion_holds_the_hw_and_ineligible_replica_reverts_it(tmp_
     p = leader(tmp_path, epochs=brokers)
     append(p, 4)
     fetch(p, 2, 4, 502)
-    change = isr_changes.maybe_expand_isr(p, 2)
+    change = isr_state.maybe_expand_isr(p, 2)
     append(p, 2)
     assert p.high_watermark == 4  # follower 2 is in the maximal ISR at LEO 4
     p.brokers.epochs[2] = 602  # meanwhile the controller saw broker 2 register again
-    outcome, moved = isr_changes.apply_alter_partition_answer(
+    outcome, moved = isr_state.apply_alter_partition_answer(
         p, change, ErrorCode.INELIGIBLE_REPLICA, NOW
     )
     assert outcome is AlterOutcome.REVERT and moved
@@ -119,8 +120,8 @@ def test_a_pending_expansion_holds_the_hw_and_ineligible_replica_reverts_it(tmp_
 def test_a_committed_expansion_takes_the_controllers_state(tmp_path):
     p = leader(tmp_path)
     fetch(p, 2, 0, 502)
-    change = isr_changes.maybe_expand_isr(p, 2)
-    outcome, _ = isr_changes.apply_alter_partition_answer(
+    change = isr_state.maybe_expand_isr(p, 2)
+    outcome, _ = isr_state.apply_alter_partition_answer(
         p, change, ErrorCode.NONE, NOW, leader_epoch=3, isr=(1, 2), partition_epoch=8
     )
     assert outcome is AlterOutcome.COMMIT
@@ -131,15 +132,15 @@ def test_stale_view_errors_keep_the_change_pending_until_leader_and_isr(tmp_path
     p = leader(tmp_path)
     fetch(p, 2, 0, 502)
     for error in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.INVALID_UPDATE_VERSION):
-        change = p.pending_isr or isr_changes.maybe_expand_isr(p, 2)
-        outcome, _ = isr_changes.apply_alter_partition_answer(p, change, error, NOW)
+        change = p.pending_isr or isr_state.maybe_expand_isr(p, 2)
+        outcome, _ = isr_state.apply_alter_partition_answer(p, change, error, NOW)
         assert outcome is AlterOutcome.WAIT
         assert p.pending_isr is change and p.maximal_isr == (1, 2)
-        assert isr_changes.maybe_shrink_isr(p, NOW + 10 * LAG) is None  # nothing new meanwhile
+        assert isr_state.maybe_shrink_isr(p, NOW + 10 * LAG) is None  # nothing new meanwhile
     p.make_leader(PartitionState(1, 4, (1,), (1, 2), partition_epoch=9), NOW)
     assert p.pending_isr is None  # LeaderAndIsr replaces the pending state
     # The old answer arriving now is ignored.
-    outcome, _ = isr_changes.apply_alter_partition_answer(
+    outcome, _ = isr_state.apply_alter_partition_answer(
         p, change, ErrorCode.NONE, NOW, leader_epoch=3, isr=(1, 2), partition_epoch=8
     )
     assert outcome is None and p.isr == (1,)
@@ -148,8 +149,8 @@ def test_stale_view_errors_keep_the_change_pending_until_leader_and_isr(tmp_path
 def test_a_success_for_another_leader_epoch_is_ignored(tmp_path):
     p = leader(tmp_path)
     fetch(p, 2, 0, 502)
-    change = isr_changes.maybe_expand_isr(p, 2)
-    outcome, _ = isr_changes.apply_alter_partition_answer(
+    change = isr_state.maybe_expand_isr(p, 2)
+    outcome, _ = isr_state.apply_alter_partition_answer(
         p, change, ErrorCode.NONE, NOW, leader_epoch=4, isr=(1, 2), partition_epoch=8
     )
     assert outcome is None and p.pending_isr is change
@@ -161,11 +162,11 @@ def test_a_lagging_member_is_proposed_for_removal_and_counts_until_committed(tmp
     fetch(p, 2, 4, 502)
     fetch(p, 3, 1, 503)
     assert p.high_watermark == 1
-    assert isr_changes.maybe_shrink_isr(p, NOW + LAG) is None  # within the lag time
-    change = isr_changes.maybe_shrink_isr(p, NOW + LAG + 1)
+    assert isr_state.maybe_shrink_isr(p, NOW + LAG) is None  # within the lag time
+    change = isr_state.maybe_shrink_isr(p, NOW + LAG + 1)
     assert change.kind is IsrChangeKind.SHRINK and change.proposed_isr == (1, 2)
     assert p.maximal_isr == (1, 2, 3) and p.high_watermark == 1
-    outcome, moved = isr_changes.apply_alter_partition_answer(
+    outcome, moved = isr_state.apply_alter_partition_answer(
         p, change, ErrorCode.NONE, NOW + LAG + 2, leader_epoch=3, isr=(1, 2), partition_epoch=8
     )
     assert outcome is AlterOutcome.COMMIT and moved and p.high_watermark == 4

@@ -8,7 +8,9 @@ import pytest
 
 from epochlog.broker import follower_rules as fr
 from epochlog.broker import isr_rules as ir
-from epochlog.broker.isr_rules import AlterOutcome, ExpandVerdict, IsrChangeKind
+from epochlog.broker import isr_state
+from epochlog.broker.isr_rules import ExpandVerdict
+from epochlog.broker.isr_state import AlterOutcome, IsrChangeKind
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.records import RecordBatchBuilder
 from epochlog.storage.epoch_cache import LeaderEpochCache
@@ -106,11 +108,11 @@ def test_members_that_lag_longer_than_the_lag_time_are_out_of_sync():
 
 
 def test_pending_changes_and_the_maximal_isr():
-    expand = ir.PendingIsrChange(IsrChangeKind.EXPAND, (1,), (1, 2), 0, 3)
-    shrink = ir.PendingIsrChange(IsrChangeKind.SHRINK, (1, 2), (1,), 0, 3)
-    assert ir.maximal_isr((1,), expand) == (1, 2)  # the new member counts at once
-    assert ir.maximal_isr((1, 2), shrink) == (1, 2)  # the removed one until committed
-    assert ir.maximal_isr((1, 2), None) == (1, 2)
+    expand = isr_state.PendingIsrChange(IsrChangeKind.EXPAND, (1,), (1, 2), 0, 3)
+    shrink = isr_state.PendingIsrChange(IsrChangeKind.SHRINK, (1, 2), (1,), 0, 3)
+    assert isr_state.maximal_isr((1,), expand) == (1, 2)  # the new member counts at once
+    assert isr_state.maximal_isr((1, 2), shrink) == (1, 2)  # the removed one until committed
+    assert isr_state.maximal_isr((1, 2), None) == (1, 2)
 
 
 # ----------------------------------------------------------------------------- HW and acks
@@ -168,11 +170,11 @@ def test_a_waiting_produce_completes_or_fails_on_the_maximal_isr():
     ],
 )
 def test_alter_partition_answers(error, outcome):
-    assert ir.alter_partition_outcome(error) is outcome
+    assert isr_state.alter_partition_outcome(error) is outcome
 
 
 def test_an_answer_applies_only_to_the_change_still_pending_at_the_same_epochs():
-    sent = ir.PendingIsrChange(IsrChangeKind.EXPAND, (1,), (1, 2), 4, 7)
+    sent = isr_state.PendingIsrChange(IsrChangeKind.EXPAND, (1,), (1, 2), 4, 7)
     base = dict(
         sent=sent,
         current_pending=sent,
@@ -180,15 +182,15 @@ def test_an_answer_applies_only_to_the_change_still_pending_at_the_same_epochs()
         current_leader_epoch=4,
         current_partition_epoch=7,
     )
-    assert ir.answer_applies(**base)
-    assert ir.answer_applies(**base, answer_leader_epoch=4, answer_partition_epoch=8)
-    other = ir.PendingIsrChange(IsrChangeKind.EXPAND, (1,), (1, 2), 4, 7)
-    assert not ir.answer_applies(**{**base, "current_pending": other})
-    assert not ir.answer_applies(**{**base, "current_pending": None})  # LeaderAndIsr came
-    assert not ir.answer_applies(**{**base, "is_leader": False})
-    assert not ir.answer_applies(**{**base, "current_leader_epoch": 5})
-    assert not ir.answer_applies(**base, answer_leader_epoch=3)
-    assert not ir.answer_applies(**base, answer_partition_epoch=6)
+    assert isr_state.answer_applies(**base)
+    assert isr_state.answer_applies(**base, answer_leader_epoch=4, answer_partition_epoch=8)
+    other = isr_state.PendingIsrChange(IsrChangeKind.EXPAND, (1,), (1, 2), 4, 7)
+    assert not isr_state.answer_applies(**{**base, "current_pending": other})
+    assert not isr_state.answer_applies(**{**base, "current_pending": None})  # LeaderAndIsr came
+    assert not isr_state.answer_applies(**{**base, "is_leader": False})
+    assert not isr_state.answer_applies(**{**base, "current_leader_epoch": 5})
+    assert not isr_state.answer_applies(**base, answer_leader_epoch=3)
+    assert not isr_state.answer_applies(**base, answer_partition_epoch=6)
 
 
 # ------------------------------------------------------------------------ truncation

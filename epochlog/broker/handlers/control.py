@@ -63,7 +63,9 @@ async def handle_leader_and_isr(
     error = _gate(services, request)
     if error is not ErrorCode.NONE:
         return error_response(ApiKey.LEADER_AND_ISR, version, request.body, error)
-    results = services.replica_manager.apply_leader_and_isr(request.body, version)
+    # In steps: a LeaderAndIsr for thousands of partitions must not stop the broker serving
+    # (follower fetches included) for the seconds it takes; the answer waits for every step.
+    results = await services.replica_manager.apply_leader_and_isr_in_steps(request.body, version)
     response = R(error_code=ErrorCode.NONE)
     if version < 5:
         response.partition_errors = [
@@ -109,7 +111,7 @@ async def handle_stop_replica(
         return error_response(ApiKey.STOP_REPLICA, version, request.body, error)
     rm = services.replica_manager
     rm.controller_epoch = max(rm.controller_epoch, request.body.controller_epoch)
-    results = rm.stop_replicas(stop_replica_entries(request.body, version))
+    results = await rm.stop_replicas_in_steps(stop_replica_entries(request.body, version))
     return R(
         error_code=ErrorCode.NONE,
         partition_errors=[
