@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 TopicPartition = tuple[str, int]
 
@@ -22,7 +22,7 @@ NO_LEADER = -1
 LEADER_DURING_DELETE = -2  # Kafka's marker in UpdateMetadata for partitions being deleted
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BrokerInfo:
     """A registered broker as the controller sees it: where it listens and its generation."""
 
@@ -34,9 +34,12 @@ class BrokerInfo:
     listener: str = "PLAINTEXT"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LeaderIsr:
-    """A partition's state znode, with its znode version as the partition epoch."""
+    """A partition's state znode, with its znode version as the partition epoch.
+
+    One per partition (100,000 in the controller benchmark), so slotted, and made by its
+    constructor rather than `dataclasses.replace` on the paths that make one per partition."""
 
     leader: int
     leader_epoch: int
@@ -50,12 +53,24 @@ class LeaderIsr:
 
     def with_leader(self, leader: int, isr: Iterable[int], controller_epoch: int) -> LeaderIsr:
         """A new leadership: every change of leader or ISR by the controller bumps the epoch."""
-        return replace(
-            self,
-            leader=leader,
-            leader_epoch=self.leader_epoch + 1,
-            isr=tuple(isr),
-            controller_epoch=controller_epoch,
+        return LeaderIsr(
+            leader,
+            self.leader_epoch + 1,
+            tuple(isr),
+            controller_epoch,
+            self.partition_epoch,
+            self.isr_epochs,
+        )
+
+    def with_partition_epoch(self, partition_epoch: int) -> LeaderIsr:
+        """The state as ZooKeeper holds it after a write that gave its znode this version."""
+        return LeaderIsr(
+            self.leader,
+            self.leader_epoch,
+            self.isr,
+            self.controller_epoch,
+            partition_epoch,
+            self.isr_epochs,
         )
 
 
@@ -95,14 +110,31 @@ class ControllerContext:
     def with_isr_epochs(self, state: LeaderIsr) -> LeaderIsr:
         """The state as it is written: each ISR member with the epoch it is known under now (a
         member that is not live keeps the epoch recorded before, so its return is a bounce)."""
-        recorded = dict(state.isr_epochs)
+        live_brokers = self.live_brokers
+        recorded: dict[int, int] | None = None
         epochs = []
         for broker in state.isr:
-            live = self.live_brokers.get(broker)
-            epoch = live.epoch if live is not None else recorded.get(broker)
+            live = live_brokers.get(broker)
+            if live is not None:
+                epochs.append((broker, live.epoch))
+                continue
+            if recorded is None:
+                recorded = dict(state.isr_epochs)
+            epoch = recorded.get(broker)
             if epoch is not None:
                 epochs.append((broker, epoch))
-        return replace(state, isr_epochs=tuple(sorted(epochs)))
+        epochs.sort()
+        isr_epochs = tuple(epochs)
+        if isr_epochs == state.isr_epochs:
+            return state
+        return LeaderIsr(
+            state.leader,
+            state.leader_epoch,
+            state.isr,
+            state.controller_epoch,
+            state.partition_epoch,
+            isr_epochs,
+        )
 
     def is_replica_online(self, broker_id: int, tp: TopicPartition) -> bool:
         """Live, and its replica of `tp` not reported offline (a storage error)."""

@@ -28,6 +28,7 @@ import secrets
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from epochlog.storage.layout import validate_topic_name as check_topic_name
@@ -91,7 +92,10 @@ def topic_path(topic: str) -> str:
     return f"{BROKER_TOPICS_PATH}/{validate_topic_name(topic)}"
 
 
+@lru_cache(maxsize=16384)
 def partitions_path(topic: str) -> str:
+    # cached: the controller builds one path per partition it writes (100,000 in a failure),
+    # and checking the name against the topic rule each time was most of the cost
     return f"{topic_path(topic)}/partitions"
 
 
@@ -497,6 +501,24 @@ class VersionedPartitionState:
 
 
 def encode_partition_state(state: PartitionState) -> bytes:
+    """The state znode's JSON, as Kafka writes it (keys in this order, no spaces)."""
+    if state.leader_recovery_state == LEADER_RECOVERY_RECOVERED:
+        # The common case, formatted directly: the controller writes one per partition of an
+        # event, and json.dumps of a dict cost more than the ZooKeeper write itself. Same bytes
+        # as the general path below (tests/unit/test_zk_znodes.py checks).
+        isr = ",".join([str(int(r)) for r in state.isr])
+        text = (
+            f'{{"controller_epoch":{int(state.controller_epoch)},"leader":{int(state.leader)},'
+            f'"version":1,"leader_epoch":{int(state.leader_epoch)},"isr":[{isr}]'
+        )
+        if state.isr_broker_epochs:
+            epochs = ",".join([f'"{int(b)}":{int(e)}' for b, e in state.isr_broker_epochs])
+            text += f',"isr_broker_epochs":{{{epochs}}}'
+        return (text + "}").encode()
+    return _encode_partition_state_json(state)
+
+
+def _encode_partition_state_json(state: PartitionState) -> bytes:
     obj: dict[str, Any] = {
         "controller_epoch": state.controller_epoch,
         "leader": state.leader,
