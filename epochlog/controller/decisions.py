@@ -198,10 +198,9 @@ def on_broker_failure(
     """
     dead = set(dead_brokers)
     gone = {}
-    for tp in ctx.all_partitions():
-        hosted = dead.intersection(ctx.replicas(tp))
-        if hosted:
-            gone[tp] = hosted
+    for tp, replicas in ctx.assignments.items():  # _on_replicas_gone sorts
+        if not dead.isdisjoint(replicas):
+            gone[tp] = dead.intersection(replicas)
     plan = _on_replicas_gone(ctx, gone, unclean)
     plan.batch.add_update_metadata(ctx.live_brokers)
     return plan

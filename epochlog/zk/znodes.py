@@ -477,7 +477,7 @@ LEADER_RECOVERY_RECOVERING = 1
 NO_LEADER = -1
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PartitionState:
     """The data of .../partitions/<p>/state: leader, ISR and the controller epoch that wrote it."""
 
@@ -492,7 +492,7 @@ class PartitionState:
     isr_broker_epochs: tuple[tuple[int, int], ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class VersionedPartitionState:
     """A partition state with its znode version, which is the partition epoch."""
 
