@@ -589,6 +589,7 @@ def run_alone(args: argparse.Namespace, scenario: str, n: int, progress: Progres
                 return brokers[broker].arrivals[api_key][gc_before[broker].get(api_key, 0)]
 
             rss = {0: peak_rss_mib(os.getpid())}
+            cpu_before = cpu_seconds(os.getpid())
             profiler = None
             if args.profile is not None:
                 args.profile.mkdir(parents=True, exist_ok=True)
@@ -648,6 +649,9 @@ def run_alone(args: argparse.Namespace, scenario: str, n: int, progress: Progres
                 if path is not None:
                     profiles["controller (this process)"] = path
             rss[0] = max(rss[0], peak_rss_mib(os.getpid()))
+            # CPU time is steadier than wall time on a shared machine: what the work costs, where
+            # the wall time says how long it took beside the others' load
+            notes += f"; CPU {cpu_seconds(os.getpid()) - cpu_before:.2f} s"
             return Result(
                 scenario,
                 n,
@@ -895,6 +899,8 @@ class Bench:
         assert victim_pid is not None
         sig = signal.SIGKILL if scenario == "failure" else signal.SIGTERM
         rss: dict[int, float] = {}
+        controller_pid = cluster.brokers[controller].pid or 0
+        cpu_before = [0.0]
 
         async def measure() -> tuple[float, float, float]:
             await probe.connect()
@@ -914,6 +920,7 @@ class Bench:
                     await asyncio.sleep(PROBE_INTERVAL_S)
 
             rss.update(peak_rss_of(cluster))
+            cpu_before[0] = cpu_seconds(controller_pid)
             t0 = time.time()
             os.kill(victim_pid, sig)
             probing = asyncio.get_running_loop().create_task(probe_until_served())
@@ -972,7 +979,10 @@ class Bench:
             detection = start - t0
         else:
             start, detection = t0, None
-        notes = f"broker {victim} -> {successor}; controller {controller}"
+        notes = (
+            f"broker {victim} -> {successor}; controller {controller} "
+            f"(CPU {cpu_seconds(controller_pid) - cpu_before[0]:.2f} s)"
+        )
         if scenario == "shutdown":
             process = cluster.brokers[victim].process
             if process is not None:

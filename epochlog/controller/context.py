@@ -170,12 +170,16 @@ class ControllerContext:
         return self.assignments[tp]
 
     def offline_partitions(self) -> Iterator[TopicPartition]:
-        """Partitions without a live leader, not being deleted."""
-        for tp, state in sorted(self.states.items()):
-            if tp[0] in self.topics_being_deleted:
-                continue
-            if state.leader == NO_LEADER or not self.is_live(state.leader):
-                yield tp
+        """Partitions without a live leader, not being deleted, in order."""
+        live = self.live_brokers
+        deleting = self.topics_being_deleted
+        # sort only what is offline (usually nothing): this runs in every election
+        offline = [
+            tp
+            for tp, state in self.states.items()
+            if state.leader not in live and tp[0] not in deleting
+        ]
+        yield from sorted(offline)
 
     def add_topic(
         self, topic: str, topic_id: uuid.UUID, assignment: dict[int, tuple[int, ...]]

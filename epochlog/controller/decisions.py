@@ -154,11 +154,12 @@ def dead_isr_followers(ctx: ControllerContext) -> dict[TopicPartition, set[int]]
 
 def _elect_offline(ctx: ControllerContext, plan: Plan, unclean: UncleanPolicy) -> None:
     eligible = ctx.eligible_brokers()
+    states = ctx.states
     unborn = [
         tp
-        for tp in ctx.all_partitions()
-        if tp not in ctx.states and tp[0] not in ctx.topics_being_deleted
-    ]
+        for tp in ctx.assignments
+        if tp not in states and tp[0] not in ctx.topics_being_deleted
+    ]  # on_new_partitions sorts
     created = on_new_partitions(ctx, unborn)
     plan.creates.update(created.creates)
     for broker, partitions in created.batch.leader_and_isr.items():
