@@ -421,7 +421,8 @@ class Result:
     setup_s: float = 0.0
     floor: tuple[float, float, float] | None = None
     create_s: float = 0.0  # CreateTopics of all N partitions, until the last one answered
-    isr_full_after_create: bool = True  # no ISR shrank between creation and the event
+    # no ISR shrank between creation and the event (None: no replicas, --controller-alone)
+    isr_full_after_create: bool | None = True
     peak_rss_mib: dict[int, float] = field(default_factory=dict)  # broker -> VmHWM
 
 
@@ -663,7 +664,7 @@ def run_alone(args: argparse.Namespace, scenario: str, n: int, progress: Progres
                 create_s,
                 floor,
                 create_s=create_s,
-                isr_full_after_create=True,
+                isr_full_after_create=None,
                 peak_rss_mib=rss,
             )
         finally:
@@ -1199,7 +1200,7 @@ def print_table(results: list[Result], args: argparse.Namespace, floors: dict[in
             f"< {target:.0f} s" if target else "",
             ("[green]yes[/]" if r.handling_s < target else "[red]no[/]") if target else "",
             f"{r.create_s:.0f}",
-            "yes" if r.isr_full_after_create else "[red]no[/]",
+            {True: "yes", False: "[red]no[/]", None: "n/a"}[r.isr_full_after_create],
             f"{max(r.peak_rss_mib.values(), default=0):,.0f}",
             r.notes,
         )
