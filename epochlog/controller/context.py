@@ -15,11 +15,30 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 TopicPartition = tuple[str, int]
 
 NO_LEADER = -1
 LEADER_DURING_DELETE = -2  # Kafka's marker in UpdateMetadata for partitions being deleted
+
+T = TypeVar("T", bound=tuple[Any, ...])
+
+# Replica sets, ISRs and ISR broker epochs repeat across partitions (100,000 partitions on three
+# brokers have a handful of each): the context keeps one object per distinct value instead of one
+# per partition. Bounded, in case epochs churn for a long time.
+_SHARED: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+_SHARED_MAX = 65536
+
+
+def shared(value: T) -> T:
+    """The one stored tuple equal to `value` (it, the first time)."""
+    found = _SHARED.get(value)
+    if found is None:
+        if len(_SHARED) >= _SHARED_MAX:
+            _SHARED.clear()
+        _SHARED[value] = found = value
+    return found  # type: ignore[return-value]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +75,7 @@ class LeaderIsr:
         return LeaderIsr(
             leader,
             self.leader_epoch + 1,
-            tuple(isr),
+            shared(tuple(isr)),
             controller_epoch,
             self.partition_epoch,
             self.isr_epochs,
@@ -124,7 +143,7 @@ class ControllerContext:
             if epoch is not None:
                 epochs.append((broker, epoch))
         epochs.sort()
-        isr_epochs = tuple(epochs)
+        isr_epochs = shared(tuple(epochs))
         if isr_epochs == state.isr_epochs:
             return state
         return LeaderIsr(
@@ -186,7 +205,7 @@ class ControllerContext:
     ) -> None:
         self.topic_ids[topic] = topic_id
         for partition, replicas in assignment.items():
-            self.assignments[(topic, partition)] = tuple(replicas)
+            self.assignments[(topic, partition)] = shared(tuple(replicas))
 
     def remove_topic(self, topic: str) -> None:
         self.topic_ids.pop(topic, None)

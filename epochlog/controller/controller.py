@@ -34,7 +34,13 @@ from epochlog.config.broker import BrokerConfig
 from epochlog.controller import events as ev
 from epochlog.controller.broker_change import classify_brokers
 from epochlog.controller.channel import ControllerChannel
-from epochlog.controller.context import BrokerInfo, ControllerContext, LeaderIsr, TopicPartition
+from epochlog.controller.context import (
+    BrokerInfo,
+    ControllerContext,
+    LeaderIsr,
+    TopicPartition,
+    shared,
+)
 from epochlog.controller.decisions import (
     Plan,
     bounced_isr_members,
@@ -323,10 +329,10 @@ class Controller(ControllerRequests, StorageEvents, PartitionRequests, Reassignm
         return LeaderIsr(
             state.leader,
             state.leader_epoch,
-            tuple(state.isr),
+            shared(tuple(state.isr)),
             state.controller_epoch,
             version,
-            state.isr_broker_epochs,
+            shared(state.isr_broker_epochs),
         )
 
     def topic_config_changed(self, topic: str, config: dict[str, str]) -> None:

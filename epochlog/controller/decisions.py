@@ -156,9 +156,7 @@ def _elect_offline(ctx: ControllerContext, plan: Plan, unclean: UncleanPolicy) -
     eligible = ctx.eligible_brokers()
     states = ctx.states
     unborn = [
-        tp
-        for tp in ctx.assignments
-        if tp not in states and tp[0] not in ctx.topics_being_deleted
+        tp for tp in ctx.assignments if tp not in states and tp[0] not in ctx.topics_being_deleted
     ]  # on_new_partitions sorts
     created = on_new_partitions(ctx, unborn)
     plan.creates.update(created.creates)
