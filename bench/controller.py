@@ -2,15 +2,17 @@
 
 Each measurement gets a fresh local cluster: real ZooKeeper, `--brokers` real broker processes,
 `zookeeper.session.timeout.ms` = `--session-timeout-ms`, automatic leader rebalance off, and
-`replica.lag.time.max.ms` = `--replica-lag-ms` (5 minutes: a leader applying thousands of new
-partitions answers no fetch for longer than the usual lag time and would shrink every ISR during
-setup; the controller drops dead brokers from ISRs itself, so the handling measured does not
-depend on it). Topics of `--partitions-per-topic` partitions, replication factor 2, get explicit
-replica assignments that make one broker lead exactly N partitions. The controller hosts no
-replica, so its process does only controller work (and applies its own UpdateMetadata). Before
-the event the bench waits until ZooKeeper holds every partition with its preferred leader and a
-full ISR, the leader accepts a produce for a sample of them, and the brokers' CPU use has
-settled (with replication, followers' fetches keep it above zero).
+`replica.lag.time.max.ms` = `--replica-lag-ms` (Kafka's default, 30 s; until the broker's stalls
+are fixed, a leader applying tens of thousands of new partitions can answer no fetch for longer
+than that and shrink every ISR during setup: the table says whether the ISRs were full right after
+the creation, and `--replica-lag-ms 300000` hides it; the controller drops dead brokers from ISRs
+itself, so the handling measured does not depend on it). Topics of `--partitions-per-topic`
+partitions, replication factor 2, get explicit replica assignments that make one broker lead
+exactly N partitions. The controller hosts no replica, so its process does only controller work
+(and applies its own UpdateMetadata). Before the event the bench waits until ZooKeeper holds every
+partition with its preferred leader and a full ISR, the leader accepts a produce for a sample of
+them, and the brokers' CPU use has settled (with replication, followers' fetches keep it above
+zero).
 
 - failure: kill -9 of the broker leading N partitions (followers on a second broker). The
   controller learns of it only when the broker's ZooKeeper session expires: *detection* is
@@ -38,7 +40,23 @@ with kazoo's pipelined gets and with the bulk read a new controller loads them w
 Targets (issue): controlled shutdown of a broker leading 5,000 partitions < 5 s; failure
 handling with 10,000 partitions < 3 s; controller failover with 10,000 partitions < 5 s.
 
-Run: `.venv/bin/python bench/controller.py [--sizes 1000,5000,10000] [--scenarios
+The peak resident memory (VmHWM) of every broker process is read just before the event and at
+its end, and the largest is reported (issue 20's target: under 2 GiB with 100,000 partitions).
+
+`--controller-alone` measures the controller by itself where the brokers cannot follow (today
+a broker creating 100,000 logs takes far longer than the measurement: its log manager picks a log
+dir by counting every log it has, per new log): real ZooKeeper, the real `Controller` in this
+process, and three stand-in brokers on real sockets that read each control request's header and
+answer it with success (so their cost is not the controller's). Partitions are created with
+CreateTopics to the controller (explicit assignments: broker 2 leads, broker 3 follows).
+*failure*: broker 2's session is closed (its registration goes at once: no detection time) ->
+every state written and broker 3 has received its LeaderAndIsr and every live broker its
+UpdateMetadata; *shutdown*: ControlledShutdown for broker 2 -> the answer (the controller answers
+once the brokers answered its requests); *failover*: controller 1's session is closed -> broker
+3 elected, loaded, and brokers 2 and 3 have received its LeaderAndIsr and UpdateMetadata. RSS is
+this process's (the controller's context and the stand-ins).
+
+Run: `.venv/bin/python bench/controller.py [--partitions 1000,5000,10000] [--scenarios
 failure,shutdown,failover] [--failover-sizes 10000] [--session-timeout-ms 3000] [--profile DIR]`.
 `--profile DIR` samples with py-spy, during each measured event (not the setup), the controller
 and the new leader (failover: both surviving brokers, one of which becomes the controller) and
@@ -55,6 +73,7 @@ import json
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -106,13 +125,23 @@ console = Console(width=140)
 TopicPartition = tuple[str, int]
 
 SCENARIOS = ("failure", "shutdown", "failover")
-TARGETS_S = {("shutdown", 5000): 5.0, ("failure", 10000): 3.0, ("failover", 10000): 5.0}
+TARGETS_S = {
+    ("shutdown", 5000): 5.0,
+    ("failure", 10000): 3.0,
+    ("failover", 10000): 5.0,
+    # issue 20: 3 brokers, RF 2, 100,000 partitions
+    ("shutdown", 100000): 5.0,
+    ("failure", 100000): 5.0,
+    ("failover", 100000): 5.0,
+}
+RSS_TARGET_MIB = 2048
 ANCHOR = (
     "Apache Kafka's ZooKeeper controller: about 2 minutes per broker with about 5,000 "
     "partitions per broker in a rolling bounce (KAFKA-3436)"
 )
 ANCHOR_SHUTDOWN_S = 120.0
 PROBE_INTERVAL_S = 0.01
+ALONE_SESSION_TIMEOUT_MS = 18000  # zookeeper.session.timeout.ms's default
 PROBE_TIMEOUT_MS = 900_000
 
 
@@ -147,6 +176,22 @@ def wait_settled(
         if rates[-1] < 0.05 or (len(last) == 3 and max(last) - min(last) < 0.05):
             break
     return time.monotonic() - start, rates[-1] if rates else 0.0
+
+
+def peak_rss_mib(pid: int) -> float:
+    """The process's peak resident set (VmHWM) in MiB, 0 when it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def peak_rss_of(cluster: LocalCluster) -> dict[int, float]:
+    return {b: peak_rss_mib(broker.pid) for b, broker in cluster.brokers.items() if broker.pid}
 
 
 def sample_of(partitions: list[TopicPartition], k: int) -> list[TopicPartition]:
@@ -375,6 +420,267 @@ class Result:
     profiles: dict[str, Path] = field(default_factory=dict)  # role -> py-spy raw profile
     setup_s: float = 0.0
     floor: tuple[float, float, float] | None = None
+    create_s: float = 0.0  # CreateTopics of all N partitions, until the last one answered
+    # no ISR shrank between creation and the event (None: no replicas, --controller-alone)
+    isr_full_after_create: bool | None = True
+    peak_rss_mib: dict[int, float] = field(default_factory=dict)  # broker -> VmHWM
+
+
+# --------------------------------------------------------------------------- controller alone
+
+
+class HeaderOnlyBroker:
+    """A stand-in broker that answers every control request with success after reading only its
+    header (api key, version, correlation id), and notes when each kind arrived."""
+
+    def __init__(self, broker_id: int) -> None:
+        self.broker_id = broker_id
+        self.arrivals: dict[int, list[float]] = {}
+        self.port = 0
+        self.server: asyncio.AbstractServer | None = None
+
+    async def start(self) -> HeaderOnlyBroker:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+        return self
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            self.server.close()
+
+    def count(self, api_key: int) -> int:
+        return len(self.arrivals.get(api_key, ()))
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        from epochlog.protocol.api import APIS, encode_response
+
+        try:
+            while True:
+                (size,) = struct.unpack(">i", await reader.readexactly(4))
+                frame = await reader.readexactly(size)
+                api_key, version, correlation_id = struct.unpack_from(">hhi", frame)
+                self.arrivals.setdefault(api_key, []).append(time.time())
+                if api_key == ApiKey.API_VERSIONS:
+                    answer: Any = m.ApiVersionsResponse(
+                        api_keys=[
+                            m.ApiVersionsResponse.ApiVersion(
+                                api_key=a.key, min_version=a.min_version, max_version=a.max_version
+                            )
+                            for a in APIS.values()
+                        ]
+                    )
+                else:
+                    answer = APIS[ApiKey(api_key)].response()
+                writer.write(encode_response(api_key, version, correlation_id, answer))
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+
+def alone_topics(n: int, per_topic: int, assignment: list[int]) -> list[Any]:
+    topics = []
+    for index, start in enumerate(range(0, n, per_topic)):
+        count = min(per_topic, n - start)
+        topics.append(
+            m.CreateTopicsRequest.CreatableTopic(
+                name=f"bench-{index:03d}",
+                num_partitions=-1,
+                replication_factor=-1,
+                assignments=[
+                    m.CreateTopicsRequest.CreatableReplicaAssignment(
+                        partition_index=p, broker_ids=list(assignment)
+                    )
+                    for p in range(count)
+                ],
+            )
+        )
+    return topics
+
+
+async def until_true(predicate: Any, timeout_s: float, what: str) -> float:
+    """Poll every PROBE_INTERVAL_S until `predicate()`; the wall time it became true."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"not done after {timeout_s:.0f} s: {what}")
+        await asyncio.sleep(PROBE_INTERVAL_S)
+    return time.time()
+
+
+floors_done: set[int] = set()  # sizes whose ZooKeeper floor --controller-alone has measured
+
+
+def run_alone(args: argparse.Namespace, scenario: str, n: int, progress: Progress) -> Result:
+    """One measurement of the controller alone (see the module docstring)."""
+    from epochlog.config.broker import BrokerConfig
+    from epochlog.controller.controller import Controller
+    from epochlog.zk.cluster import ensure_top_level_paths
+    from epochlog.zk.launcher import ZooKeeperServer
+    from epochlog.zk.registration import register_broker
+    from epochlog.zk.znodes import BrokerRegistration, Endpoint
+
+    tmp = tempfile.mkdtemp(prefix="epochlog-bench-controller-alone-")
+    # A heap for 100,000 partitions' znodes (with 256 MiB the server's collections stalled it
+    # past the sessions' heartbeats)
+    server = ZooKeeperServer(Path(tmp) / "zookeeper", heap="1g")
+    server.start()
+
+    async def measure() -> Result:
+        hosts = server.connect_string
+        admin = await asyncio.to_thread(connect, hosts, session_timeout_ms=30000)
+        await asyncio.to_thread(ensure_top_level_paths, admin)
+        brokers = {b: await HeaderOnlyBroker(b).start() for b in (1, 2, 3)}
+        # Kafka's default session timeout: nothing here waits for an expiry, and with 3 s a
+        # controller writing 100 multis of 1,000 states lost its session (see the report)
+        sessions = {
+            b: await asyncio.to_thread(connect, hosts, session_timeout_ms=ALONE_SESSION_TIMEOUT_MS)
+            for b in brokers
+        }
+        epochs = {
+            b: await asyncio.to_thread(
+                register_broker,
+                sessions[b],
+                BrokerRegistration(b, (Endpoint("PLAINTEXT", "127.0.0.1", brokers[b].port),)),
+            )
+            for b in brokers
+        }
+
+        def config(broker_id: int) -> BrokerConfig:
+            return BrokerConfig.from_dict(
+                {
+                    "broker.id": broker_id,
+                    "zookeeper.connect": hosts,
+                    "zookeeper.session.timeout.ms": ALONE_SESSION_TIMEOUT_MS,
+                    **broker_config(args),
+                }
+            )
+
+        async def elect(broker_id: int) -> Controller:
+            election = await asyncio.to_thread(zkc.try_elect, sessions[broker_id], broker_id)
+            assert election is not None, f"broker {broker_id} not elected"
+            controller = Controller(broker_id, sessions[broker_id], election, config(broker_id))
+            await controller.start()
+            return controller
+
+        controllers = [await elect(1)]
+        try:
+            task = progress.add_task(f"  creating {n:,} partitions (controller alone)", total=n)
+            started = time.monotonic()
+            topics = alone_topics(n, args.partitions_per_topic, [2, 3])
+            for i in range(0, len(topics), 10):
+                answer = await controllers[0].create_topics(
+                    m.CreateTopicsRequest(topics=topics[i : i + 10], timeout_ms=600000), 7
+                )
+                errors = [t for t in answer.topics if t.error_code != ErrorCode.NONE]
+                if errors:
+                    raise RuntimeError(f"creating {errors[0].name}: {errors[0].error_message}")
+                progress.update(task, completed=min(n, (i + 10) * args.partitions_per_topic))
+            create_s = time.monotonic() - started
+            progress.remove_task(task)
+            floor = None
+            if not args.no_floor and n not in floors_done:
+                floor = await asyncio.to_thread(zk_floor, admin, n)
+                floors_done.add(n)
+            gc_before = {b: {k: len(v) for k, v in x.arrivals.items()} for b, x in brokers.items()}
+
+            def arrived(broker: int, api_key: int) -> bool:
+                return brokers[broker].count(api_key) > gc_before[broker].get(api_key, 0)
+
+            def first_after(broker: int, api_key: int) -> float:
+                return brokers[broker].arrivals[api_key][gc_before[broker].get(api_key, 0)]
+
+            rss = {0: peak_rss_mib(os.getpid())}
+            cpu_before = cpu_seconds(os.getpid())
+            profiler = None
+            if args.profile is not None:
+                args.profile.mkdir(parents=True, exist_ok=True)
+                profiler = PySpy(os.getpid(), args.profile / f"alone-{scenario}-{n}.txt")
+            t0 = time.time()
+            zk_s = 0.0
+            notes = ""
+            if scenario == "failure":
+                await asyncio.to_thread(close_client, sessions.pop(2))
+                ctx = controllers[0].ctx
+                done_zk = await until_true(
+                    lambda: (
+                        2 not in ctx.live_brokers
+                        and all(s.leader == 3 for s in ctx.states.values())
+                    ),
+                    args.timeout,
+                    "every partition led by broker 3 in the controller's context",
+                )
+                done = await until_true(
+                    lambda: (
+                        arrived(3, ApiKey.LEADER_AND_ISR)
+                        and arrived(3, ApiKey.UPDATE_METADATA)
+                        and arrived(1, ApiKey.UPDATE_METADATA)
+                    ),
+                    args.timeout,
+                    "LeaderAndIsr and UpdateMetadata received",
+                )
+                done = max(done, first_after(3, ApiKey.LEADER_AND_ISR))
+                zk_s = done_zk - t0
+                notes = "broker 2 -> 3; controller 1 (alone)"
+            elif scenario == "shutdown":
+                error, remaining = await controllers[0].controlled_shutdown(2, epochs[2])
+                done = time.time()
+                zk_s = done - t0
+                if error != ErrorCode.NONE or remaining:
+                    raise RuntimeError(f"controlled shutdown: {error.name}, {len(remaining)} left")
+                notes = "broker 2 -> 3; controller 1 (alone); handling = the answer"
+            else:
+                old = controllers.pop()
+                await old.stop()
+                await asyncio.to_thread(close_client, sessions.pop(1))
+                controllers.append(await elect(3))
+                elected = time.time()
+                done = await until_true(
+                    lambda: all(
+                        arrived(b, ApiKey.LEADER_AND_ISR) and arrived(b, ApiKey.UPDATE_METADATA)
+                        for b in (2, 3)
+                    ),
+                    args.timeout,
+                    "brokers 2 and 3 told by the new controller",
+                )
+                zk_s = elected - t0
+                notes = "controller 1 -> 3 (alone); 'of which ZK' = elected and loaded"
+            profiles = {}
+            if profiler is not None:
+                path = profiler.stop()
+                if path is not None:
+                    profiles["controller (this process)"] = path
+            rss[0] = max(rss[0], peak_rss_mib(os.getpid()))
+            # CPU time is steadier than wall time on a shared machine: what the work costs, where
+            # the wall time says how long it took beside the others' load
+            notes += f"; CPU {cpu_seconds(os.getpid()) - cpu_before:.2f} s"
+            return Result(
+                scenario,
+                n,
+                None,
+                done - t0,
+                zk_s,
+                notes,
+                profiles,
+                create_s,
+                floor,
+                create_s=create_s,
+                isr_full_after_create=None,
+                peak_rss_mib=rss,
+            )
+        finally:
+            for controller in controllers:
+                await controller.stop()
+            for session in sessions.values():
+                await asyncio.to_thread(close_client, session)
+            await asyncio.to_thread(close_client, admin)
+            for broker in brokers.values():
+                await broker.stop()
+
+    try:
+        return asyncio.run(measure())
+    finally:
+        server.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def broker_config(args: argparse.Namespace) -> dict[str, Any]:
@@ -450,6 +756,8 @@ class Bench:
         self.progress = progress
         self.floors: dict[int, tuple[float, float, float]] = {}
         self.setup_phases = ""
+        self.create_s = 0.0
+        self.isr_full_after_create = True
 
     def run(self, scenario: str, n: int) -> Result:
         with contextlib.ExitStack() as stack:
@@ -542,6 +850,8 @@ class Bench:
             wait_assigned(zk, partitions, leader, {leader, follower}, self.progress)
             _, rate = wait_settled(pids)
         self.progress.remove_task(task)
+        self.create_s = created - start
+        self.isr_full_after_create = rewaits == 0
         self.setup_phases = (
             f"create {created - start:.0f} s, leaders {served - created:.0f} s, "
             f"settle {time.monotonic() - served:.0f} s"
@@ -589,6 +899,9 @@ class Bench:
         victim_pid = cluster.brokers[victim].pid
         assert victim_pid is not None
         sig = signal.SIGKILL if scenario == "failure" else signal.SIGTERM
+        rss: dict[int, float] = {}
+        controller_pid = cluster.brokers[controller].pid or 0
+        cpu_before = [0.0]
 
         async def measure() -> tuple[float, float, float]:
             await probe.connect()
@@ -607,6 +920,8 @@ class Bench:
                     await probe.round()
                     await asyncio.sleep(PROBE_INTERVAL_S)
 
+            rss.update(peak_rss_of(cluster))
+            cpu_before[0] = cpu_seconds(controller_pid)
             t0 = time.time()
             os.kill(victim_pid, sig)
             probing = asyncio.get_running_loop().create_task(probe_until_served())
@@ -656,6 +971,8 @@ class Bench:
             t0, zk_done, served_done = asyncio.run(measure())
         finally:
             profiles = stop_all(profilers)
+        for broker_id, mib in peak_rss_of(cluster).items():
+            rss[broker_id] = max(mib, rss.get(broker_id, 0.0))
         if scenario == "failure":
             start = observer.deleted.get(victim_path)
             if start is None:
@@ -663,7 +980,10 @@ class Bench:
             detection = start - t0
         else:
             start, detection = t0, None
-        notes = f"broker {victim} -> {successor}; controller {controller}"
+        notes = (
+            f"broker {victim} -> {successor}; controller {controller} "
+            f"(CPU {cpu_seconds(controller_pid) - cpu_before[0]:.2f} s)"
+        )
         if scenario == "shutdown":
             process = cluster.brokers[victim].process
             if process is not None:
@@ -678,6 +998,9 @@ class Bench:
             notes,
             profiles,
             setup_s,
+            create_s=self.create_s,
+            isr_full_after_create=self.isr_full_after_create,
+            peak_rss_mib=rss,
         )
 
     # -- controller failover
@@ -708,6 +1031,8 @@ class Bench:
             for b in others
         }
 
+        rss: dict[int, float] = {}
+
         async def measure() -> tuple[float, dict[int, float]]:
             for conn in connections.values():
                 await asyncio.wait_for(conn.connect(), PROBE_TIMEOUT_MS / 1000)
@@ -716,6 +1041,7 @@ class Bench:
             )
             seen: dict[int, float] = {}
             deadline = time.monotonic() + self.args.timeout
+            rss.update(peak_rss_of(cluster))
             t0 = time.time()
             os.kill(victim_pid, signal.SIGKILL)
             try:
@@ -739,6 +1065,8 @@ class Bench:
             t0, seen = asyncio.run(measure())
         finally:
             stopped = stop_all(profilers)
+        for broker_id, mib in peak_rss_of(cluster).items():
+            rss[broker_id] = max(mib, rss.get(broker_id, 0.0))
         gone = observer.deleted.get(CONTROLLER_PATH)
         if gone is None:
             raise RuntimeError("/controller was never deleted")
@@ -765,6 +1093,9 @@ class Bench:
                 for b, path in stopped.items()
             },
             setup_s,
+            create_s=self.create_s,
+            isr_full_after_create=self.isr_full_after_create,
+            peak_rss_mib=rss,
         )
 
 
@@ -780,6 +1111,9 @@ def as_json(result: Result) -> dict[str, Any]:
         "zk_s": result.zk_s,
         "target_s": TARGETS_S.get((result.scenario, result.partitions)),
         "setup_s": result.setup_s,
+        "create_s": result.create_s,
+        "isr_full_after_create": result.isr_full_after_create,
+        "peak_rss_mib": result.peak_rss_mib,
         "notes": result.notes,
         "zk_floor_write_read_s": result.floor,
         "profiles": {role: str(path) for role, path in result.profiles.items()},
@@ -842,6 +1176,9 @@ def print_table(results: list[Result], args: argparse.Namespace, floors: dict[in
         "of which ZK (s)",
         "target",
         "met?",
+        "create (s)",
+        "ISRs full after create?",
+        "peak RSS (MiB)",
         "notes",
     ):
         table.add_column(
@@ -862,6 +1199,9 @@ def print_table(results: list[Result], args: argparse.Namespace, floors: dict[in
             zk_label,
             f"< {target:.0f} s" if target else "",
             ("[green]yes[/]" if r.handling_s < target else "[red]no[/]") if target else "",
+            f"{r.create_s:.0f}",
+            {True: "yes", False: "[red]no[/]", None: "n/a"}[r.isr_full_after_create],
+            f"{max(r.peak_rss_mib.values(), default=0):,.0f}",
             r.notes,
         )
     for n, (write_s, read_s, bulk_s) in sorted(floors.items()):
@@ -870,6 +1210,9 @@ def print_table(results: list[Result], args: argparse.Namespace, floors: dict[in
             f"{n:,}",
             "",
             f"{write_s:.2f} / {read_s:.2f} / {bulk_s:.2f}",
+            "",
+            "",
+            "",
             "",
             "",
             "",
@@ -898,7 +1241,13 @@ def print_table(results: list[Result], args: argparse.Namespace, floors: dict[in
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="1000,5000,10000", help="partitions led by the victim")
+    parser.add_argument(
+        "--partitions",
+        "--sizes",
+        dest="sizes",
+        default="1000,5000,10000",
+        help="partitions led by the victim, comma-separated sizes",
+    )
     parser.add_argument(
         "--failover-sizes", default=None, help="partitions for the failover (default: largest size)"
     )
@@ -908,9 +1257,9 @@ def main() -> None:
     parser.add_argument(
         "--replica-lag-ms",
         type=int,
-        default=300000,
-        help="replica.lag.time.max.ms: long, so that ISRs stay full while the leader applies "
-        "thousands of new partitions during setup",
+        default=30000,
+        help="replica.lag.time.max.ms (Kafka's default 30000; 300000 keeps ISRs full while a "
+        "stalled leader applies tens of thousands of new partitions during setup)",
     )
     parser.add_argument("--partitions-per-topic", type=int, default=1000)
     parser.add_argument("--sample", type=int, default=64, help="partitions probed with produce")
@@ -923,6 +1272,11 @@ def main() -> None:
         "--keep", type=Path, default=None, help="cluster directories under DIR, kept afterwards"
     )
     parser.add_argument("--no-floor", action="store_true", help="skip the ZooKeeper floor anchor")
+    parser.add_argument(
+        "--controller-alone",
+        action="store_true",
+        help="the controller in this process with stand-in brokers (see the docstring)",
+    )
     args = parser.parse_args()
     if args.brokers < 3:
         parser.error("--brokers must be at least 3 (controller, victim, successor)")
@@ -955,7 +1309,13 @@ def main() -> None:
         for scenario, n in plan:
             progress.console.print(f"[bold]{scenario}[/] with {n:,} partitions")
             try:
-                result = bench.run(scenario, n)
+                result = (
+                    run_alone(args, scenario, n, progress)
+                    if args.controller_alone
+                    else bench.run(scenario, n)
+                )
+                if result.floor is not None:
+                    bench.floors[n] = result.floor
             except Exception as exc:  # one failed measurement must not lose the others
                 progress.console.print(f"[red]  {scenario} {n:,} failed: {exc}[/]")
                 failed.append((scenario, n, str(exc)))

@@ -4,8 +4,9 @@ How it works. A broker that wins the election builds a `Controller`. `start()` l
 context from ZooKeeper, installs the watches, and runs the failover plan (every live broker gets
 full metadata and its partitions' states; offline partitions are elected). From then on every
 input — a watch firing, a CreateTopics/DeleteTopics/ControlledShutdown request, a timer — is an
-event: a coroutine put on one queue and run to completion before the next, so the context has a
-single mutator and no locks (Kafka's ControllerEventManager).
+event: a typed value from `events` put on one queue and handled to completion before the next by
+the one handler its type maps to (`_handlers`), so the context has a single mutator and no locks
+(Kafka's ControllerEventManager).
 
 Each event asks a function of `decisions` for a Plan, writes the plan's partition states with
 the `FencedWriter` (each multi checks the `/controller_epoch` version, so a deposed controller
@@ -30,9 +31,16 @@ from kazoo.exceptions import NoNodeError
 
 from epochlog.aio import wait_for
 from epochlog.config.broker import BrokerConfig
+from epochlog.controller import events as ev
 from epochlog.controller.broker_change import classify_brokers
 from epochlog.controller.channel import ControllerChannel
-from epochlog.controller.context import BrokerInfo, ControllerContext, LeaderIsr, TopicPartition
+from epochlog.controller.context import (
+    BrokerInfo,
+    ControllerContext,
+    LeaderIsr,
+    TopicPartition,
+    shared,
+)
 from epochlog.controller.decisions import (
     Plan,
     bounced_isr_members,
@@ -63,7 +71,7 @@ from epochlog.zk.znodes import (
 
 log = logging.getLogger(__name__)
 
-Event = Callable[[], Awaitable[None]]
+Handler = Callable[[Any], Awaitable[Any]]
 
 
 class ControllerMovedError(Exception):
@@ -102,7 +110,10 @@ class Controller(ControllerRequests, StorageEvents, PartitionRequests, Reassignm
         self.writer = zkc.FencedWriter.for_election(zk, election)
         self.faults = FaultInjector.from_config(config)
         self.channel = ControllerChannel(broker_id, config["request.timeout.ms"], self.faults)
-        self._events: asyncio.Queue[Event] = asyncio.Queue()
+        self._events: asyncio.Queue[tuple[ev.ControllerEvent, asyncio.Future[Any] | None]] = (
+            asyncio.Queue()
+        )
+        self._handlers = self._handler_table()
         self._watches: list[WatchHandle] = []
         self._timers: list[asyncio.Task[None]] = []
         self._task: asyncio.Task[None] | None = None
@@ -130,19 +141,19 @@ class Controller(ControllerRequests, StorageEvents, PartitionRequests, Reassignm
         await self.faults.before_event("CONTROLLER_LOAD")  # tests: a registration lands first
         await self._load()
         self._task = loop.create_task(self._run(), name=f"controller {self.broker_id}")
-        await self._enqueue_and_wait(self._failover)
+        await self._enqueue_and_wait(ev.Failover())
         self._watches = [
             watch_data(
                 self.zk,
                 PREFERRED_REPLICA_ELECTION_PATH,
                 loop,
-                lambda data, _stat: data is not None and self._enqueue(self._preferred_request),
+                lambda data, _stat: (
+                    data is not None and self._enqueue(ev.PreferredReplicaElection())
+                ),
             ),
-            watch_broker_ids(self.zk, loop, lambda _ids: self._enqueue(self._broker_change)),
-            watch_topics(self.zk, loop, lambda _topics: self._enqueue(self._topic_change)),
-            watch_topic_deletions(
-                self.zk, loop, lambda _topics: self._enqueue(self._topic_deletion)
-            ),
+            watch_broker_ids(self.zk, loop, lambda _ids: self._enqueue(ev.BrokerChange())),
+            watch_topics(self.zk, loop, lambda _topics: self._enqueue(ev.TopicChange())),
+            watch_topic_deletions(self.zk, loop, lambda _topics: self._enqueue(ev.TopicDeletion())),
             self._watch_log_dir_events(loop),
             self._watch_zk_reassignments(loop),
         ]
@@ -175,48 +186,79 @@ class Controller(ControllerRequests, StorageEvents, PartitionRequests, Reassignm
         """Stop, letting the event in progress finish first (up to `timeout_s`), so that a
         controller stepping down (KIP-39's resignation, a broker's shutdown) leaves none half
         done. The caller then deletes /controller (`FencedWriter.resign`)."""
-
-        async def stop_taking_events() -> None:
-            self._active = False
-
         if self._task is not None and not self._task.done():
             # Only a running event loop can finish an event; one that never started (a start
             # that failed loading from ZooKeeper) would have the caller wait out the timeout.
             with contextlib.suppress(TimeoutError, ControllerMovedError):
-                await wait_for(self._enqueue_and_wait(stop_taking_events), timeout_s)
+                await wait_for(self._enqueue_and_wait(ev.StopTakingEvents()), timeout_s)
         await self.stop()
 
-    def _enqueue(self, event: Event) -> None:
+    def _handler_table(self) -> dict[type, Handler]:
+        """Each event type and the one method that handles it."""
+        return {
+            ev.Failover: self._failover,
+            ev.BrokerChange: self._broker_change,
+            ev.TopicChange: self._topic_change,
+            ev.TopicDeletion: self._topic_deletion,
+            ev.PreferredReplicaElection: self._preferred_request,
+            ev.AutoLeaderRebalance: self._auto_rebalance,
+            ev.LogDirEvents: self._log_dir_events,
+            ev.ZkReassignment: self._zk_reassignment_request,
+            ev.TopicConfigChanged: self._topic_config_changed,
+            ev.BrokerConfigChanged: self._broker_config_changed,
+            ev.LeaderAndIsrAnswered: self._on_leader_and_isr_answer,
+            ev.LeaderAndIsrResend: self._resend_leader_and_isr,
+            ev.ReassignmentIsrChanged: self._reassignment_isr_changed,
+            ev.CreateTopics: self._create_topics,
+            ev.DeleteTopics: self._delete_topics_request,
+            ev.AlterPartition: self._alter_partition,
+            ev.ControlledShutdown: self._controlled_shutdown,
+            ev.CreatePartitions: self._create_partitions,
+            ev.ElectLeaders: self._elect_leaders,
+            ev.ElectPreferredLeaders: self._elect_preferred,
+            ev.AlterPartitionReassignments: self._alter_partition_reassignments,
+            ev.ListPartitionReassignments: self._list_partition_reassignments,
+            ev.ExecutePlan: self._execute_plan,
+            ev.StopTakingEvents: self._stop_taking_events,
+        }
+
+    def _enqueue(self, event: ev.ControllerEvent) -> None:
         if self._active:
-            self._events.put_nowait(event)
+            self._events.put_nowait((event, None))
 
-    async def _enqueue_and_wait(self, event: Callable[[], Awaitable[Any]]) -> Any:
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-
-        async def run() -> None:
-            try:
-                future.set_result(await event())
-            except asyncio.CancelledError:  # the controller stopped in the middle of it
-                if not future.done():
-                    future.set_exception(ControllerMovedError("the controller stopped"))
-                raise
-            except BaseException as exc:
-                if not future.done():
-                    future.set_exception(exc)
-                raise
-
+    async def _enqueue_and_wait(self, event: ev.ControllerEvent) -> Any:
+        """Queue the event and return what its handler returns (or raise what it raised)."""
         if not self._active:
             raise ControllerMovedError(f"broker {self.broker_id} is not the controller")
-        self._events.put_nowait(run)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._events.put_nowait((event, future))
         self._waiting.add(future)
         future.add_done_callback(self._waiting.discard)
         return await future
 
+    async def _handle(self, event: ev.ControllerEvent, future: asyncio.Future[Any] | None) -> None:
+        handler = self._handlers[type(event)]
+        if future is None:
+            await handler(event)
+            return
+        try:
+            result = await handler(event)
+        except asyncio.CancelledError:  # the controller stopped in the middle of it
+            if not future.done():
+                future.set_exception(ControllerMovedError("the controller stopped"))
+            raise
+        except BaseException as exc:
+            if not future.done():
+                future.set_exception(exc)
+            raise
+        if not future.done():
+            future.set_result(result)
+
     async def _run(self) -> None:
         while True:
-            event = await self._events.get()
+            event, future = await self._events.get()
             try:
-                await event()
+                await self._handle(event, future)
             except (zkc.ControllerMovedError, ControllerMovedError):
                 log.warning("controller %d was deposed (epoch fence); resigning", self.broker_id)
                 self._active = False
@@ -224,7 +266,13 @@ class Controller(ControllerRequests, StorageEvents, PartitionRequests, Reassignm
                     self.on_resign()
                 return
             except Exception:
-                log.exception("controller event failed")
+                log.exception("controller event %s failed", type(event).__name__)
+
+    async def _stop_taking_events(self, _event: ev.StopTakingEvents) -> None:
+        self._active = False
+
+    async def _execute_plan(self, event: ev.ExecutePlan) -> None:
+        await self._execute(event.plan)
 
     # ------------------------------------------------------------------------- loading
 
@@ -281,36 +329,34 @@ class Controller(ControllerRequests, StorageEvents, PartitionRequests, Reassignm
         return LeaderIsr(
             state.leader,
             state.leader_epoch,
-            tuple(state.isr),
+            shared(tuple(state.isr)),
             state.controller_epoch,
             version,
-            state.isr_broker_epochs,
+            shared(state.isr_broker_epochs),
         )
 
     def topic_config_changed(self, topic: str, config: dict[str, str]) -> None:
         """A topic's dynamic config changed (ZooKeeper notification, via this broker): the
         cached configs follow, and offline partitions elect if unclean election was enabled."""
+        self._enqueue(ev.TopicConfigChanged(topic, dict(config)))
 
-        async def event() -> None:
-            was = self._unclean(topic)
-            if topic in self.ctx.topic_ids:
-                self.topic_configs[topic] = dict(config)
-            if self._unclean(topic) and not was:
-                await self._execute(on_unclean_election_enabled(self.ctx, self._unclean))
-
-        self._enqueue(event)
+    async def _topic_config_changed(self, event: ev.TopicConfigChanged) -> None:
+        was = self._unclean(event.topic)
+        if event.topic in self.ctx.topic_ids:
+            self.topic_configs[event.topic] = dict(event.config)
+        if self._unclean(event.topic) and not was:
+            await self._execute(on_unclean_election_enabled(self.ctx, self._unclean))
 
     def broker_config_changed(self, config: BrokerConfig) -> None:
         """The broker's dynamic configs changed: unclean.leader.election.enable is read from
         the new settings from now on."""
+        self._enqueue(ev.BrokerConfigChanged(config))
 
-        async def event() -> None:
-            was = bool(self.config["unclean.leader.election.enable"])
-            self.config = config
-            if config["unclean.leader.election.enable"] and not was:
-                await self._execute(on_unclean_election_enabled(self.ctx, self._unclean))
-
-        self._enqueue(event)
+    async def _broker_config_changed(self, event: ev.BrokerConfigChanged) -> None:
+        was = bool(self.config["unclean.leader.election.enable"])
+        self.config = event.config
+        if event.config["unclean.leader.election.enable"] and not was:
+            await self._execute(on_unclean_election_enabled(self.ctx, self._unclean))
 
     def _unclean(self, topic: str) -> bool:
         value = self.topic_configs.get(topic, {}).get("unclean.leader.election.enable")
@@ -360,9 +406,10 @@ class Controller(ControllerRequests, StorageEvents, PartitionRequests, Reassignm
             return versions, failed
 
         versions, failed = await asyncio.to_thread(write)
+        states = self.ctx.states
         for tp, version in versions.items():
             state = plan.updates.get(tp) or plan.creates[tp]
-            self.ctx.states[tp] = replace(state, partition_epoch=version)
+            states[tp] = state.with_partition_epoch(version)
         if failed:
             log.warning("partition state writes refused, reloading: %s", sorted(failed))
             reloaded = await asyncio.to_thread(zkc.read_partition_states, self.zk, list(failed))
@@ -372,7 +419,7 @@ class Controller(ControllerRequests, StorageEvents, PartitionRequests, Reassignm
 
     # ------------------------------------------------------------------------- events
 
-    async def _failover(self) -> None:
+    async def _failover(self, _event: ev.Failover) -> None:
         started = time.monotonic()
         bounced = {}
         if self.config.enabled("epochlog.test.failover.isr.epochs.enabled"):
@@ -398,7 +445,7 @@ class Controller(ControllerRequests, StorageEvents, PartitionRequests, Reassignm
             await self._delete_topics(sorted(self.ctx.topics_being_deleted))
         await self._resume_reassignments()
 
-    async def _broker_change(self) -> None:
+    async def _broker_change(self, _event: ev.BrokerChange) -> None:
         await self.faults.before_event("BROKER_CHANGE")  # tests: a controller busy elsewhere
         registered = await asyncio.to_thread(zkc.read_brokers, self.zk)
         change = classify_brokers(
@@ -438,7 +485,7 @@ class Controller(ControllerRequests, StorageEvents, PartitionRequests, Reassignm
             await self._execute(on_broker_startup(self.ctx, change.bounced, self._unclean))
         await self._resume_reassignments()
 
-    async def _topic_change(self) -> list[asyncio.Future[Any]]:
+    async def _topic_change(self, _event: ev.TopicChange) -> list[asyncio.Future[Any]]:
         topics = await asyncio.to_thread(zkc.list_topics, self.zk)
         added = sorted(set(topics) - set(self.ctx.topic_ids))
         removed = sorted(set(self.ctx.topic_ids) - set(topics))
@@ -464,7 +511,7 @@ class Controller(ControllerRequests, StorageEvents, PartitionRequests, Reassignm
         ]
         return await self._execute(on_new_partitions(self.ctx, new_partitions))
 
-    async def _topic_deletion(self) -> None:
+    async def _topic_deletion(self, _event: ev.TopicDeletion) -> None:
         marked = await asyncio.to_thread(zkc.read_topic_deletions, self.zk)
         if not marked:
             return
@@ -494,7 +541,7 @@ class Controller(ControllerRequests, StorageEvents, PartitionRequests, Reassignm
             self.topic_configs.pop(topic, None)
         log.info("deleted topics %s", topics)
 
-    async def _preferred_request(self) -> None:
+    async def _preferred_request(self, _event: ev.PreferredReplicaElection) -> None:
         """/admin/preferred_replica_election appeared (`epochlog leaders elect --preferred`)."""
 
         def read() -> list[TopicPartition] | None:
@@ -515,28 +562,28 @@ class Controller(ControllerRequests, StorageEvents, PartitionRequests, Reassignm
 
     async def _rebalance_timer(self) -> None:
         interval_s = self.config["leader.imbalance.check.interval.seconds"]
-        threshold = self.config["leader.imbalance.per.broker.percentage"]
-
-        async def check() -> None:
-            moves = imbalanced_partitions(self.ctx, threshold)
-            if moves:
-                plan = on_preferred_election(self.ctx, moves)
-                await self._execute(plan)
-                log.info("auto leader rebalance moved %d partitions", len(plan.updates))
-
         while True:
             await asyncio.sleep(interval_s)
-            self._enqueue(check)
+            self._enqueue(ev.AutoLeaderRebalance())
+
+    async def _auto_rebalance(self, _event: ev.AutoLeaderRebalance) -> None:
+        threshold = self.config["leader.imbalance.per.broker.percentage"]
+        moves = imbalanced_partitions(self.ctx, threshold)
+        if moves:
+            plan = on_preferred_election(self.ctx, moves)
+            await self._execute(plan)
+            log.info("auto leader rebalance moved %d partitions", len(plan.updates))
 
     async def elect_preferred_leaders(
         self, partitions: Iterable[TopicPartition] | None = None
     ) -> list[TopicPartition]:
-        async def event() -> list[TopicPartition]:
-            plan = on_preferred_election(self.ctx, partitions)
-            await self._wait(await self._execute(plan))
-            return sorted(plan.updates)
+        wanted = None if partitions is None else tuple(partitions)
+        return await self._enqueue_and_wait(ev.ElectPreferredLeaders(wanted))
 
-        return await self._enqueue_and_wait(event)
+    async def _elect_preferred(self, event: ev.ElectPreferredLeaders) -> list[TopicPartition]:
+        plan = on_preferred_election(self.ctx, event.partitions)
+        await self._wait(await self._execute(plan))
+        return sorted(plan.updates)
 
 
 def _zk_state(state: LeaderIsr) -> PartitionState:

@@ -154,11 +154,10 @@ def dead_isr_followers(ctx: ControllerContext) -> dict[TopicPartition, set[int]]
 
 def _elect_offline(ctx: ControllerContext, plan: Plan, unclean: UncleanPolicy) -> None:
     eligible = ctx.eligible_brokers()
+    states = ctx.states
     unborn = [
-        tp
-        for tp in ctx.all_partitions()
-        if tp not in ctx.states and tp[0] not in ctx.topics_being_deleted
-    ]
+        tp for tp in ctx.assignments if tp not in states and tp[0] not in ctx.topics_being_deleted
+    ]  # on_new_partitions sorts
     created = on_new_partitions(ctx, unborn)
     plan.creates.update(created.creates)
     for broker, partitions in created.batch.leader_and_isr.items():
@@ -198,10 +197,9 @@ def on_broker_failure(
     """
     dead = set(dead_brokers)
     gone = {}
-    for tp in ctx.all_partitions():
-        hosted = dead.intersection(ctx.replicas(tp))
-        if hosted:
-            gone[tp] = hosted
+    for tp, replicas in ctx.assignments.items():  # _on_replicas_gone sorts
+        if not dead.isdisjoint(replicas):
+            gone[tp] = dead.intersection(replicas)
     plan = _on_replicas_gone(ctx, gone, unclean)
     plan.batch.add_update_metadata(ctx.live_brokers)
     return plan

@@ -18,6 +18,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
+from epochlog.controller import events as ev
 from epochlog.controller.context import ControllerContext, TopicPartition
 from epochlog.controller.decisions import Plan, on_new_partitions
 from epochlog.controller.partition_admin import (
@@ -44,39 +45,39 @@ class PartitionRequests:
 
     ctx: ControllerContext
     writer: zkc.FencedWriter
-    _enqueue_and_wait: Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]]
+    _enqueue_and_wait: Callable[[ev.ControllerEvent], Awaitable[Any]]
     _execute: Callable[[Plan], Awaitable[list[asyncio.Future[Any]]]]
     _wait: Callable[..., Awaitable[None]]
 
     async def create_partitions(self, request: Any) -> Any:
         """CreatePartitions: a result per distinct topic name of the request."""
+        return await self._enqueue_and_wait(ev.CreatePartitions(request))
+
+    async def _create_partitions(self, event: ev.CreatePartitions) -> Any:
         R = m.CreatePartitionsResponse
-
-        async def event() -> Any:
-            names = [t.name for t in request.topics]
-            results: dict[str, Any] = {}
-            grown: list[TopicPartition] = []
-            for topic in request.topics:
-                result = R.CreatePartitionsTopicResult(name=topic.name)
-                results[topic.name] = result
-                try:
-                    if names.count(topic.name) > 1:
-                        raise PartitionAdminError(
-                            ErrorCode.INVALID_REQUEST, "Duplicate topic in request."
-                        )
-                    grown += await self._grow_topic(topic, bool(request.validate_only))
-                except PartitionAdminError as exc:
-                    result.error_code = exc.error
-                    result.error_message = str(exc)
-            if grown:
-                futures = await self._execute(on_new_partitions(self.ctx, grown))
-                await self._wait(futures, _wait_s(request.timeout_ms))
-                if request.timeout_ms <= 0:
-                    for name in {t for t, _ in grown}:
-                        results[name].error_code = ErrorCode.REQUEST_TIMED_OUT
-            return R(results=list(results.values()))
-
-        return await self._enqueue_and_wait(event)
+        request = event.request
+        names = [t.name for t in request.topics]
+        results: dict[str, Any] = {}
+        grown: list[TopicPartition] = []
+        for topic in request.topics:
+            result = R.CreatePartitionsTopicResult(name=topic.name)
+            results[topic.name] = result
+            try:
+                if names.count(topic.name) > 1:
+                    raise PartitionAdminError(
+                        ErrorCode.INVALID_REQUEST, "Duplicate topic in request."
+                    )
+                grown += await self._grow_topic(topic, bool(request.validate_only))
+            except PartitionAdminError as exc:
+                result.error_code = exc.error
+                result.error_message = str(exc)
+        if grown:
+            futures = await self._execute(on_new_partitions(self.ctx, grown))
+            await self._wait(futures, _wait_s(request.timeout_ms))
+            if request.timeout_ms <= 0:
+                for name in {t for t, _ in grown}:
+                    results[name].error_code = ErrorCode.REQUEST_TIMED_OUT
+        return R(results=list(results.values()))
 
     async def _grow_topic(self, topic: Any, validate_only: bool) -> list[TopicPartition]:
         """Check and (unless validating) write one topic's new partitions; returns them."""
@@ -116,25 +117,25 @@ class PartitionRequests:
         timeout_ms: int,
     ) -> dict[TopicPartition, ElectionOutcome]:
         """ElectLeaders: each partition's outcome (see the module docstring)."""
-        wanted = None if partitions is None else list(partitions)
+        wanted = None if partitions is None else tuple(partitions)
+        return await self._enqueue_and_wait(ev.ElectLeaders(wanted, election_type, timeout_ms))
 
-        async def event() -> dict[TopicPartition, ElectionOutcome]:
-            plan, outcomes = on_elect_leaders(self.ctx, wanted, election_type)
-            if plan.updates:
-                await self._wait(await self._execute(plan), _wait_s(timeout_ms))
-            for tp, planned in plan.updates.items():
-                state = self.ctx.states.get(tp)
-                if state is None or state.leader_epoch != planned.leader_epoch:
-                    # ZooKeeper refused the write (the state moved meanwhile): not elected.
-                    error = (
-                        ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
-                        if election_type is ElectionType.PREFERRED
-                        else ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
-                    )
-                    outcomes[tp] = ElectionOutcome(error, "the partition's state changed")
-            if wanted is None:
-                needed = ErrorCode.ELECTION_NOT_NEEDED
-                outcomes = {tp: o for tp, o in outcomes.items() if o.error is not needed}
-            return outcomes
-
-        return await self._enqueue_and_wait(event)
+    async def _elect_leaders(self, event: ev.ElectLeaders) -> dict[TopicPartition, ElectionOutcome]:
+        wanted = None if event.partitions is None else list(event.partitions)
+        plan, outcomes = on_elect_leaders(self.ctx, wanted, event.election_type)
+        if plan.updates:
+            await self._wait(await self._execute(plan), _wait_s(event.timeout_ms))
+        for tp, planned in plan.updates.items():
+            state = self.ctx.states.get(tp)
+            if state is None or state.leader_epoch != planned.leader_epoch:
+                # ZooKeeper refused the write (the state moved meanwhile): not elected.
+                error = (
+                    ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+                    if event.election_type is ElectionType.PREFERRED
+                    else ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+                )
+                outcomes[tp] = ElectionOutcome(error, "the partition's state changed")
+        if wanted is None:
+            needed = ErrorCode.ELECTION_NOT_NEEDED
+            outcomes = {tp: o for tp, o in outcomes.items() if o.error is not needed}
+        return outcomes

@@ -28,6 +28,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 from kazoo.protocol.states import ZnodeStat
 
+from epochlog.controller import events as ev
 from epochlog.controller.channel import ControllerChannel
 from epochlog.controller.context import ControllerContext, TopicPartition
 from epochlog.controller.decisions import Plan
@@ -54,8 +55,6 @@ from epochlog.zk.znodes import TopicAssignment, ZNodeDecodeError
 
 log = logging.getLogger(__name__)
 
-Event = Callable[[], Awaitable[None]]
-
 
 class ReassignmentEvents:
     """Mixed into `Controller`; the attributes below are the controller's."""
@@ -68,8 +67,8 @@ class ReassignmentEvents:
     # (czxid) of the znode it has handled: its own rewrites do not start anything again
     _zk_reassignments: dict[TopicPartition, tuple[int, ...]]
     _zk_reassignments_czxid: int
-    _enqueue: Callable[[Event], None]
-    _enqueue_and_wait: Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]]
+    _enqueue: Callable[[ev.ControllerEvent], None]
+    _enqueue_and_wait: Callable[[ev.ControllerEvent], Awaitable[Any]]
     _write: Callable[[Plan], Awaitable[set[TopicPartition]]]
     _watch_answer: Callable[[ControlRequest, asyncio.Future[Any]], None]
 
@@ -78,29 +77,26 @@ class ReassignmentEvents:
     async def alter_partition_reassignments(self, request: Any, version: int) -> Any:
         """Start, replace or cancel (null replicas) each partition's reassignment; answered
         once each has been started (its znode written and its replicas told), as Kafka does."""
+        return await self._enqueue_and_wait(ev.AlterPartitionReassignments(request))
+
+    async def _alter_partition_reassignments(self, event: ev.AlterPartitionReassignments) -> Any:
         R = m.AlterPartitionReassignmentsResponse
-
-        async def event() -> Any:
-            responses = []
-            for topic in request.topics:
-                partitions = []
-                for p in topic.partitions:
-                    tp = (topic.name, p.partition_index)
-                    target = None if p.replicas is None else tuple(p.replicas)
-                    error, message = await self._reassign(tp, target)
-                    partitions.append(
-                        R.ReassignablePartitionResponse(
-                            partition_index=p.partition_index,
-                            error_code=error,
-                            error_message=message,
-                        )
+        responses = []
+        for topic in event.request.topics:
+            partitions = []
+            for p in topic.partitions:
+                tp = (topic.name, p.partition_index)
+                target = None if p.replicas is None else tuple(p.replicas)
+                error, message = await self._reassign(tp, target)
+                partitions.append(
+                    R.ReassignablePartitionResponse(
+                        partition_index=p.partition_index,
+                        error_code=error,
+                        error_message=message,
                     )
-                responses.append(
-                    R.ReassignableTopicResponse(name=topic.name, partitions=partitions)
                 )
-            return R(error_code=ErrorCode.NONE, responses=responses)
-
-        return await self._enqueue_and_wait(event)
+            responses.append(R.ReassignableTopicResponse(name=topic.name, partitions=partitions))
+        return R(error_code=ErrorCode.NONE, responses=responses)
 
     async def _reassign(
         self, tp: TopicPartition, target: tuple[int, ...] | None
@@ -132,34 +128,34 @@ class ReassignmentEvents:
     async def list_partition_reassignments(self, request: Any, version: int) -> Any:
         """The reassignments in progress: all of them (null topics), or those of the named
         partitions (partitions not being reassigned are left out, as Kafka leaves them)."""
+        return await self._enqueue_and_wait(ev.ListPartitionReassignments(request))
+
+    async def _list_partition_reassignments(self, event: ev.ListPartitionReassignments) -> Any:
         R = m.ListPartitionReassignmentsResponse
-
-        async def event() -> Any:
-            if request.topics is None:
-                partitions = reassigning_partitions(self.ctx)
-            else:
-                wanted = {(t.name, p) for t in request.topics for p in t.partition_indexes}
-                partitions = [tp for tp in reassigning_partitions(self.ctx) if tp in wanted]
-            by_topic: dict[str, list[Any]] = {}
-            for topic, partition in partitions:
-                tp = (topic, partition)
-                by_topic.setdefault(topic, []).append(
-                    R.OngoingPartitionReassignment(
-                        partition_index=partition,
-                        replicas=list(self.ctx.assignments[tp]),
-                        adding_replicas=list(self.ctx.adding_replicas.get(tp, ())),
-                        removing_replicas=list(self.ctx.removing_replicas.get(tp, ())),
-                    )
+        request = event.request
+        if request.topics is None:
+            partitions = reassigning_partitions(self.ctx)
+        else:
+            wanted = {(t.name, p) for t in request.topics for p in t.partition_indexes}
+            partitions = [tp for tp in reassigning_partitions(self.ctx) if tp in wanted]
+        by_topic: dict[str, list[Any]] = {}
+        for topic, partition in partitions:
+            tp = (topic, partition)
+            by_topic.setdefault(topic, []).append(
+                R.OngoingPartitionReassignment(
+                    partition_index=partition,
+                    replicas=list(self.ctx.assignments[tp]),
+                    adding_replicas=list(self.ctx.adding_replicas.get(tp, ())),
+                    removing_replicas=list(self.ctx.removing_replicas.get(tp, ())),
                 )
-            return R(
-                error_code=ErrorCode.NONE,
-                topics=[
-                    R.OngoingTopicReassignment(name=name, partitions=entries)
-                    for name, entries in sorted(by_topic.items())
-                ],
             )
-
-        return await self._enqueue_and_wait(event)
+        return R(
+            error_code=ErrorCode.NONE,
+            topics=[
+                R.OngoingTopicReassignment(name=name, partitions=entries)
+                for name, entries in sorted(by_topic.items())
+            ],
+        )
 
     # ------------------------------------------------------------------- progress
 
@@ -171,11 +167,10 @@ class ReassignmentEvents:
             if tp in self.ctx.adding_replicas or tp in self.ctx.removing_replicas
         ]
         if reassigning:
+            self._enqueue(ev.ReassignmentIsrChanged(tuple(reassigning)))
 
-            async def event() -> None:
-                await self._continue_reassignments(reassigning)
-
-            self._enqueue(event)
+    async def _reassignment_isr_changed(self, event: ev.ReassignmentIsrChanged) -> None:
+        await self._continue_reassignments(event.partitions)
 
     async def _resume_reassignments(self) -> None:
         """After a failover or a broker change: finish what is complete. The failover plan
@@ -195,11 +190,11 @@ class ReassignmentEvents:
         def changed(_data: bytes | None, stat: ZnodeStat | None) -> None:
             if stat is not None and stat.czxid != self._zk_reassignments_czxid:
                 self._zk_reassignments_czxid = stat.czxid
-                self._enqueue(self._zk_reassignment_request)
+                self._enqueue(ev.ZkReassignment())
 
         return watch_data(self.zk, REASSIGN_PARTITIONS_PATH, loop, changed)
 
-    async def _zk_reassignment_request(self) -> None:
+    async def _zk_reassignment_request(self, _event: ev.ZkReassignment) -> None:
         def read() -> bytes | None:
             try:
                 return self.zk.get(REASSIGN_PARTITIONS_PATH)[0]

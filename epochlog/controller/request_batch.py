@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from epochlog.controller.context import (
     LEADER_DURING_DELETE,
@@ -82,6 +83,9 @@ class RequestBatch:
         """The requests, LeaderAndIsr first, built one at a time so the caller can send each
         as soon as it exists (new leaders start while later requests are still being built).
         `ctx` must not change until the iteration ends."""
+        # A partition's state is built once and shared by every broker's LeaderAndIsr that
+        # carries it (a failover tells both replicas of each partition the same state).
+        shared: dict[tuple[TopicPartition, bool], Any] = {}
         for broker, partitions in sorted(self.leader_and_isr.items()):
             info = ctx.live_brokers.get(broker)
             if info is None:
@@ -89,7 +93,7 @@ class RequestBatch:
             yield ControlRequest(
                 broker,
                 ApiKey.LEADER_AND_ISR,
-                _versioned(self._leader_and_isr(ctx, broker, partitions, info.epoch)),
+                _versioned(self._leader_and_isr(ctx, broker, partitions, info.epoch, shared)),
                 info.epoch,
             )
         targets = set(self.update_metadata)
@@ -130,29 +134,45 @@ class RequestBatch:
         broker: int,
         partitions: dict[TopicPartition, bool],
         broker_epoch: int,
+        shared: dict[tuple[TopicPartition, bool], Any],
     ) -> m.LeaderAndIsrRequest:
+        # Per partition: one dict lookup each and a positional constructor (the codec takes
+        # tuples for arrays), as this runs once per partition of a 100,000-partition event.
         by_topic: dict[str, list[m.LeaderAndIsrRequest.LeaderAndIsrPartitionState]] = {}
         leaders: set[int] = set()
-        for (topic, partition), is_new in sorted(partitions.items()):
-            state = ctx.states.get((topic, partition))
+        states = ctx.states
+        assignments = ctx.assignments
+        adding = ctx.adding_replicas
+        removing = ctx.removing_replicas
+        make = m.LeaderAndIsrRequest.LeaderAndIsrPartitionState
+        current_topic = None
+        current: list[m.LeaderAndIsrRequest.LeaderAndIsrPartitionState] = []
+        for key in sorted(partitions.items()):
+            tp = key[0]
+            state = states.get(tp)
             if state is None:
                 continue
-            by_topic.setdefault(topic, []).append(
-                m.LeaderAndIsrRequest.LeaderAndIsrPartitionState(
-                    partition_index=partition,
+            topic = tp[0]
+            if topic != current_topic:
+                current_topic = topic
+                current = by_topic.setdefault(topic, [])
+            entry = shared.get(key)
+            if entry is None:
+                entry = shared[key] = make(
+                    partition_index=tp[1],
                     controller_epoch=state.controller_epoch,
                     leader=state.leader,
                     leader_epoch=state.leader_epoch,
-                    isr=list(state.isr),
+                    isr=state.isr,
                     partition_epoch=state.partition_epoch,
-                    replicas=list(ctx.replicas((topic, partition))),
-                    adding_replicas=list(ctx.adding_replicas.get((topic, partition), ())),
-                    removing_replicas=list(ctx.removing_replicas.get((topic, partition), ())),
-                    is_new=is_new,
+                    replicas=assignments[tp],
+                    adding_replicas=adding.get(tp, ()) if adding else (),
+                    removing_replicas=removing.get(tp, ()) if removing else (),
+                    is_new=key[1],
                 )
-            )
-            if state.leader >= 0:
-                leaders.add(state.leader)
+            current.append(entry)
+            leaders.add(state.leader)
+        leaders.discard(-1)
         return m.LeaderAndIsrRequest(
             controller_id=ctx.controller_id,
             controller_epoch=ctx.epoch,
@@ -246,24 +266,44 @@ def update_metadata(
 ) -> m.UpdateMetadataRequest:
     """UpdateMetadata with the named partitions' states and every live broker (with its epoch)."""
     by_topic: dict[str, list[m.UpdateMetadataRequest.UpdateMetadataPartitionState]] = {}
-    for topic, partition in sorted(partitions):
-        state = ctx.states.get((topic, partition))
-        replicas = ctx.assignments.get((topic, partition), ())
+    states = ctx.states
+    assignments = ctx.assignments
+    live = ctx.live_brokers
+    offline = ctx.offline_replicas
+    deleted = ctx.topics_being_deleted
+    make = m.UpdateMetadataRequest.UpdateMetadataPartitionState
+    current_topic = None
+    current: list[m.UpdateMetadataRequest.UpdateMetadataPartitionState] = []
+    deleting = False
+    # replica set -> its replicas on brokers that are gone (shared: few distinct replica sets)
+    offline_by_replicas: dict[tuple[int, ...], list[int]] = {}
+    for tp in sorted(partitions):
+        state = states.get(tp)
         if state is None:
             continue
-        deleting = topic in ctx.topics_being_deleted
-        by_topic.setdefault(topic, []).append(
-            m.UpdateMetadataRequest.UpdateMetadataPartitionState(
-                partition_index=partition,
+        topic = tp[0]
+        if topic != current_topic:
+            current_topic = topic
+            current = by_topic.setdefault(topic, [])
+            deleting = topic in deleted
+        replicas = assignments.get(tp, ())
+        if offline:
+            offline_replicas = [r for r in replicas if not ctx.is_replica_online(r, tp)]
+        else:  # the usual case: a replica is offline only when its broker is gone
+            found = offline_by_replicas.get(replicas)
+            if found is None:
+                found = offline_by_replicas[replicas] = [r for r in replicas if r not in live]
+            offline_replicas = found
+        current.append(
+            make(
+                partition_index=tp[1],
                 controller_epoch=state.controller_epoch,
                 leader=LEADER_DURING_DELETE if deleting else state.leader,
                 leader_epoch=state.leader_epoch,
-                isr=list(state.isr),
+                isr=state.isr,
                 zk_version=state.partition_epoch,
-                replicas=list(replicas),
-                offline_replicas=[
-                    r for r in replicas if not ctx.is_replica_online(r, (topic, partition))
-                ],
+                replicas=replicas,
+                offline_replicas=offline_replicas,
             )
         )
     return m.UpdateMetadataRequest(

@@ -1,8 +1,9 @@
 """The controller's answers to admin requests: CreateTopics, DeleteTopics, AlterPartition and
 ControlledShutdown.
 
-Each request becomes one event on the controller's queue (`_enqueue_and_wait`), so it sees and
-changes the context like any other event; it returns once ZooKeeper holds the change and, where
+Each request becomes one event on the controller's queue (an `events` value given to
+`_enqueue_and_wait`, handled by the `_<request>` method here), so it sees and changes the context
+like any other event; it returns once ZooKeeper holds the change and, where
 the client waits for it (topic creation and deletion, controlled shutdown), once the brokers
 answered the control requests or the wait timed out.
 """
@@ -19,6 +20,7 @@ from kazoo.client import KazooClient
 
 from epochlog.config.broker import BrokerConfig
 from epochlog.config.topic import TopicConfigError, validate_topic_configs
+from epochlog.controller import events as ev
 from epochlog.controller.alter_partition import (
     AlterPartitionDecision,
     IsrProposal,
@@ -45,8 +47,8 @@ class ControllerRequests:
     zk: KazooClient
     writer: zkc.FencedWriter
     channel: ControllerChannel
-    _enqueue_and_wait: Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]]
-    _topic_change: Callable[[], Awaitable[list[asyncio.Future[Any]]]]
+    _enqueue_and_wait: Callable[[ev.ControllerEvent], Awaitable[Any]]
+    _topic_change: Callable[[ev.TopicChange], Awaitable[list[asyncio.Future[Any]]]]
     _delete_topics: Callable[[list[str]], Awaitable[None]]
     _write: Callable[[Plan], Awaitable[set[TopicPartition]]]
     _execute: Callable[[Plan], Awaitable[list[asyncio.Future[Any]]]]
@@ -62,24 +64,24 @@ class ControllerRequests:
 
     async def create_topics(self, request: Any, version: int) -> Any:
         """CreateTopics, answered once the brokers have the new partitions (or the timeout)."""
+        return await self._enqueue_and_wait(ev.CreateTopics(request))
 
-        async def event() -> Any:
-            results = []
-            created: list[str] = []
-            for topic in request.topics:
-                result = await self._create_topic(topic, bool(request.validate_only))
-                results.append(result)
-                if result.error_code == ErrorCode.NONE and not request.validate_only:
-                    created.append(topic.name)
-            if created:
-                futures = await self._topic_change()
-                await self._wait(futures, min(REQUEST_WAIT_S, max(request.timeout_ms, 0) / 1000))
-                for result in results:
-                    if result.name in self.ctx.topic_ids:
-                        result.topic_id = self.ctx.topic_ids[result.name]
-            return m.CreateTopicsResponse(topics=results)
-
-        return await self._enqueue_and_wait(event)
+    async def _create_topics(self, event: ev.CreateTopics) -> Any:
+        request = event.request
+        results = []
+        created: list[str] = []
+        for topic in request.topics:
+            result = await self._create_topic(topic, bool(request.validate_only))
+            results.append(result)
+            if result.error_code == ErrorCode.NONE and not request.validate_only:
+                created.append(topic.name)
+        if created:
+            futures = await self._topic_change(ev.TopicChange())
+            await self._wait(futures, min(REQUEST_WAIT_S, max(request.timeout_ms, 0) / 1000))
+            for result in results:
+                if result.name in self.ctx.topic_ids:
+                    result.topic_id = self.ctx.topic_ids[result.name]
+        return m.CreateTopicsResponse(topics=results)
 
     async def _create_topic(self, topic: Any, validate_only: bool) -> Any:
         result = m.CreateTopicsResponse.CreatableTopicResult(name=topic.name)
@@ -153,60 +155,60 @@ class ControllerRequests:
 
     async def delete_topics(self, names: list[str]) -> dict[str, ErrorCode]:
         """DeleteTopics: marks, deletes, and answers once the brokers dropped the partitions."""
+        return await self._enqueue_and_wait(ev.DeleteTopics(tuple(names)))
 
-        async def event() -> dict[str, ErrorCode]:
-            errors: dict[str, ErrorCode] = {}
-            if not self.config["delete.topic.enable"]:
-                return dict.fromkeys(names, ErrorCode.TOPIC_DELETION_DISABLED)
-            existing = []
-            for name in names:
-                if name not in self.ctx.topic_ids:
-                    errors[name] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                else:
-                    errors[name] = ErrorCode.NONE
-                    existing.append(name)
-            for name in existing:
-                await asyncio.to_thread(zkc.mark_topic_for_deletion, self.zk, name)
-            await self._delete_topics([t for t in existing if t in self.ctx.topic_ids])
-            return errors
-
-        return await self._enqueue_and_wait(event)
+    async def _delete_topics_request(self, event: ev.DeleteTopics) -> dict[str, ErrorCode]:
+        names = event.names
+        errors: dict[str, ErrorCode] = {}
+        if not self.config["delete.topic.enable"]:
+            return dict.fromkeys(names, ErrorCode.TOPIC_DELETION_DISABLED)
+        existing = []
+        for name in names:
+            if name not in self.ctx.topic_ids:
+                errors[name] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                errors[name] = ErrorCode.NONE
+                existing.append(name)
+        for name in existing:
+            await asyncio.to_thread(zkc.mark_topic_for_deletion, self.zk, name)
+        await self._delete_topics([t for t in existing if t in self.ctx.topic_ids])
+        return errors
 
     async def alter_partition(self, request: Any, version: int) -> Any:
         """AlterPartition from a leader: validate (KIP-903), write the accepted ISRs, announce them
         with UpdateMetadata, and answer each partition with its committed state or an error."""
+        return await self._enqueue_and_wait(ev.AlterPartition(request))
 
-        async def event() -> Any:
-            proposals = [
-                IsrProposal(
-                    topic.topic_id,
-                    p.partition_index,
-                    p.leader_epoch,
-                    p.partition_epoch,
-                    tuple((s.broker_id, s.broker_epoch) for s in p.new_isr_with_epochs),
-                )
-                for topic in request.topics
-                for p in topic.partitions
-            ]
-            decision = decide_alter_partition(
-                self.ctx,
-                request.broker_id,
-                request.broker_epoch,
-                proposals,
-                kip903=self.config.enabled("epochlog.test.kip903.enabled"),
-                check_requester_epoch=self.config.enabled("epochlog.test.kip380.enabled"),
+    async def _alter_partition(self, event: ev.AlterPartition) -> Any:
+        request = event.request
+        proposals = [
+            IsrProposal(
+                topic.topic_id,
+                p.partition_index,
+                p.leader_epoch,
+                p.partition_epoch,
+                tuple((s.broker_id, s.broker_epoch) for s in p.new_isr_with_epochs),
             )
-            if decision.top_error != ErrorCode.NONE:
-                return m.AlterPartitionResponse(error_code=decision.top_error)
-            plan = Plan(updates=dict(decision.accepted))
-            plan.batch.add_changed_partitions(decision.accepted)
-            refused = await self._write(plan)
-            for request_to_send in plan.batch.build(self.ctx):
-                self.channel.send(request_to_send)
-            self._after_isr_change(set(decision.accepted) - refused)  # reassignments
-            return self._alter_partition_response(proposals, decision, refused)
-
-        return await self._enqueue_and_wait(event)
+            for topic in request.topics
+            for p in topic.partitions
+        ]
+        decision = decide_alter_partition(
+            self.ctx,
+            request.broker_id,
+            request.broker_epoch,
+            proposals,
+            kip903=self.config.enabled("epochlog.test.kip903.enabled"),
+            check_requester_epoch=self.config.enabled("epochlog.test.kip380.enabled"),
+        )
+        if decision.top_error != ErrorCode.NONE:
+            return m.AlterPartitionResponse(error_code=decision.top_error)
+        plan = Plan(updates=dict(decision.accepted))
+        plan.batch.add_changed_partitions(decision.accepted)
+        refused = await self._write(plan)
+        for request_to_send in plan.batch.build(self.ctx):
+            self.channel.send(request_to_send)
+        self._after_isr_change(set(decision.accepted) - refused)  # reassignments
+        return self._alter_partition_response(proposals, decision, refused)
 
     def _alter_partition_response(
         self,
@@ -243,23 +245,25 @@ class ControllerRequests:
         self, broker_id: int, broker_epoch: int
     ) -> tuple[ErrorCode, list[TopicPartition]]:
         """Move leadership off the broker; answer the partitions it still leads."""
+        return await self._enqueue_and_wait(ev.ControlledShutdown(broker_id, broker_epoch))
 
-        async def event() -> tuple[ErrorCode, list[TopicPartition]]:
-            known = self.ctx.live_brokers.get(broker_id)
-            if (
-                self.config.enabled("epochlog.test.kip380.enabled")
-                and known is not None
-                and broker_epoch != -1
-                and broker_epoch < known.epoch
-            ):
-                return ErrorCode.STALE_BROKER_EPOCH, []
-            if known is None:
-                return ErrorCode.BROKER_NOT_AVAILABLE, []
-            self.ctx.shutting_down.add(broker_id)
-            await self._wait(await self._execute(on_controlled_shutdown(self.ctx, broker_id)))
-            remaining = [
-                tp for tp in self.ctx.partitions_led_by(broker_id) if len(self.ctx.replicas(tp)) > 1
-            ]
-            return ErrorCode.NONE, remaining
-
-        return await self._enqueue_and_wait(event)
+    async def _controlled_shutdown(
+        self, event: ev.ControlledShutdown
+    ) -> tuple[ErrorCode, list[TopicPartition]]:
+        broker_id = event.broker_id
+        known = self.ctx.live_brokers.get(broker_id)
+        if (
+            self.config.enabled("epochlog.test.kip380.enabled")
+            and known is not None
+            and event.broker_epoch != -1
+            and event.broker_epoch < known.epoch
+        ):
+            return ErrorCode.STALE_BROKER_EPOCH, []
+        if known is None:
+            return ErrorCode.BROKER_NOT_AVAILABLE, []
+        self.ctx.shutting_down.add(broker_id)
+        await self._wait(await self._execute(on_controlled_shutdown(self.ctx, broker_id)))
+        remaining = [
+            tp for tp in self.ctx.partitions_led_by(broker_id) if len(self.ctx.replicas(tp)) > 1
+        ]
+        return ErrorCode.NONE, remaining

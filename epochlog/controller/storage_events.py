@@ -24,6 +24,7 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
+from epochlog.controller import events as ev
 from epochlog.controller.context import ControllerContext, TopicPartition
 from epochlog.controller.decisions import Plan, on_replicas_offline, on_replicas_online
 from epochlog.controller.leader_and_isr_answers import (
@@ -43,15 +44,13 @@ from epochlog.zk.session import WatchHandle, watch_children
 
 log = logging.getLogger(__name__)
 
-Event = Callable[[], Awaitable[None]]
-
 
 class StorageEvents:
     """Mixed into `Controller`; the attributes below are the controller's."""
 
     ctx: ControllerContext
     zk: KazooClient
-    _enqueue: Callable[[Event], None]
+    _enqueue: Callable[[ev.ControllerEvent], None]
     _execute: Callable[[Plan], Awaitable[list[asyncio.Future[Any]]]]
     _unclean: Callable[[str], bool]
     # broker -> resends of its failed LeaderAndIsr so far (reset by an answer that worked)
@@ -68,11 +67,12 @@ class StorageEvents:
             if done.cancelled() or done.exception() is not None:
                 return
             response = done.result()
-            self._enqueue(lambda: self._on_leader_and_isr_answer(request, response))
+            self._enqueue(ev.LeaderAndIsrAnswered(request, response))
 
         future.add_done_callback(answered)
 
-    async def _on_leader_and_isr_answer(self, request: ControlRequest, response: Any) -> None:
+    async def _on_leader_and_isr_answer(self, event: ev.LeaderAndIsrAnswered) -> None:
+        request, response = event.request, event.response
         names = {topic_id: topic for topic, topic_id in self.ctx.topic_ids.items()}
         answer = read_answer(response, names)
         broker = request.broker_id
@@ -110,16 +110,19 @@ class StorageEvents:
             delay_ms,
             attempt,
         )
-        partitions = partitions_of_request(request.body)
-        full = getattr(request.body, "type", 0) == 2
+        resend = ev.LeaderAndIsrResend(
+            broker,
+            request.broker_epoch,
+            tuple(partitions_of_request(request.body)),
+            getattr(request.body, "type", 0) == 2,
+        )
+        asyncio.get_running_loop().call_later(delay_ms / 1000, self._enqueue, resend)
 
-        async def resend() -> None:
-            info = self.ctx.live_brokers.get(broker)
-            if info is None or info.epoch != request.broker_epoch:
-                return  # gone or bounced: a new generation gets a full LeaderAndIsr anyway
-            await self._send_leader_and_isr(broker, partitions, full)
-
-        asyncio.get_running_loop().call_later(delay_ms / 1000, lambda: self._enqueue(resend))
+    async def _resend_leader_and_isr(self, event: ev.LeaderAndIsrResend) -> None:
+        info = self.ctx.live_brokers.get(event.broker)
+        if info is None or info.epoch != event.broker_epoch:
+            return  # gone or bounced: a new generation gets a full LeaderAndIsr anyway
+        await self._send_leader_and_isr(event.broker, list(event.partitions), event.full)
 
     async def _send_leader_and_isr(
         self, broker: int, partitions: list[TopicPartition], full: bool = False
@@ -150,10 +153,10 @@ class StorageEvents:
             self.zk,
             LOG_DIR_EVENT_NOTIFICATION_PATH,
             loop,
-            lambda children: self._enqueue(self._log_dir_events) if children else None,
+            lambda children: self._enqueue(ev.LogDirEvents()) if children else None,
         )
 
-    async def _log_dir_events(self) -> None:
+    async def _log_dir_events(self, _event: ev.LogDirEvents) -> None:
         events = await asyncio.to_thread(read_log_dir_events, self.zk)
         if not events:
             return

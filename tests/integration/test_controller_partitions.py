@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from epochlog.controller.decisions import Plan
+from epochlog.controller.events import ExecutePlan
 from epochlog.controller.partition_admin import ElectionType
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import ApiKey
@@ -100,7 +101,7 @@ async def test_elect_leaders_moves_leadership_back_and_reports_each_partition(cl
     state = controller.ctx.states[("t", 0)]
     other = assignment[0][1]
     plan = Plan(updates={("t", 0): state.with_leader(other, state.isr, controller.ctx.epoch)})
-    await controller._enqueue_and_wait(lambda: controller._execute(plan))
+    await controller._enqueue_and_wait(ExecutePlan(plan))
     assert controller.ctx.states[("t", 0)].leader == other
 
     outcomes = await controller.elect_leaders(

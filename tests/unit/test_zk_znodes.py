@@ -328,3 +328,27 @@ def test_cluster_id_json_has_string_version():
     assert znodes.decode_cluster_id(data) == "AAAAAAAAAAAAAAAAAAAAAA"
     with pytest.raises(ZNodeDecodeError, match="/cluster/id"):
         znodes.decode_cluster_id(b'{"version":"1"}')
+
+
+@given(
+    leader=st.integers(-1, 2**31 - 1),
+    leader_epoch=st.integers(0, 2**31 - 1),
+    controller_epoch=st.integers(0, 2**31 - 1),
+    isr=st.lists(st.integers(0, 2**31 - 1), max_size=5, unique=True),
+    epochs=st.dictionaries(st.integers(0, 2**31 - 1), st.integers(0, 2**63 - 1), max_size=5),
+)
+def test_partition_state_fast_encoding_is_byte_for_byte_the_json_one(
+    leader: int,
+    leader_epoch: int,
+    controller_epoch: int,
+    isr: list[int],
+    epochs: dict[int, int],
+) -> None:
+    state = znodes.PartitionState(
+        leader=leader,
+        leader_epoch=leader_epoch,
+        isr=tuple(isr),
+        controller_epoch=controller_epoch,
+        isr_broker_epochs=tuple(sorted(epochs.items())),
+    )
+    assert znodes.encode_partition_state(state) == znodes._encode_partition_state_json(state)
