@@ -30,8 +30,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from epochlog.client.accumulator import ProducerBatch
 from epochlog.client.metadata import TopicPartition
+from epochlog.client.producer_batch import ProducerBatch
 from epochlog.protocol.errors import ErrorCode
 
 MAX_UNRESOLVED_PER_PARTITION = 5

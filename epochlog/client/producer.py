@@ -35,7 +35,7 @@ from time import time_ns
 from typing import Any, NamedTuple
 
 from epochlog.aio import wait_for
-from epochlog.client.accumulator import DrainGate, OrderingGate, ProducerBatch, RecordAccumulator
+from epochlog.client.accumulator import DrainGate, OrderingGate, RecordAccumulator
 from epochlog.client.config import Role, load_config
 from epochlog.client.delivery import DeliveryFuture, complete_all, complete_batch
 from epochlog.client.errors import (
@@ -55,6 +55,7 @@ from epochlog.client.idempotence import (
 from epochlog.client.metadata import TopicPartition
 from epochlog.client.network import NetworkClient
 from epochlog.client.partitioner import StickyPartitioner, murmur2
+from epochlog.client.producer_batch import ProducerBatch
 from epochlog.client.transaction_manager import (
     TransactionManager,
 )
