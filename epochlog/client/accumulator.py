@@ -3,7 +3,10 @@
 How it works (Kafka's RecordAccumulator, simplified). `append` adds a record to the last open
 batch of its partition, or closes that batch and opens a new one when the record would take it
 past `batch.size` (a record bigger than `batch.size` gets a batch of its own). Each record carries
-an opaque handle (the producer's future) that the sender completes later.
+an opaque handle (the producer's future) that the sender completes later. It is the producer's
+per-record path: a record without headers goes straight into the open batch's buffer
+(`ProducerBatch.try_append_plain`). `wakeup` tells the sender when a batch was started (a new
+linger deadline) or filled, and `on_batch_closed` the sticky partitioner when one closed.
 
 `ready(now, leader_of)` says which leaders have a partition worth sending: its first batch is
 closed (full, or another batch queued behind it), has lingered `linger.ms`, or a flush is under
@@ -33,6 +36,14 @@ from epochlog.client.metadata import TopicPartition
 from epochlog.client.producer_batch import ProducerBatch
 from epochlog.protocol.compression import Compression
 from epochlog.protocol.records import Header, record_size_upper_bound
+
+
+def _nothing() -> None:
+    pass
+
+
+def _no_clock() -> float:
+    raise ValueError("RecordAccumulator.append needs `now` when the accumulator has no clock")
 
 
 class DrainGate(Protocol):
@@ -81,12 +92,20 @@ class RecordAccumulator:
         compression: Compression = Compression.NONE,
         retry_backoff_ms: float = 100,
         on_batch_closed: Callable[[TopicPartition], None] | None = None,
+        wakeup: Callable[[], None] = _nothing,
+        clock: Callable[[], float] = _no_clock,
     ) -> None:
+        """`on_batch_closed` hears of every batch closed (the sticky partitioner moves on);
+        `wakeup` is called when the sender should look again: a batch was started (a new
+        linger deadline) or filled by an append. `clock` dates batches appended without
+        `now`."""
         self.batch_size = batch_size
         self.linger_ms = linger_ms
         self.compression = compression
         self.retry_backoff_ms = retry_backoff_ms
         self._on_batch_closed = on_batch_closed
+        self._wakeup = wakeup
+        self._clock = clock
         self._batches: dict[TopicPartition, deque[ProducerBatch]] = {}
         self._drain_index: dict[int, int] = {}
         self._flushes = 0
@@ -102,16 +121,31 @@ class RecordAccumulator:
         value: bytes | None,
         headers: Sequence[Header | tuple[str, bytes | None]],
         handle: Any,
-        now: float,
+        now: float | None = None,
     ) -> ProducerBatch:
-        """Add one record; returns the batch it went into."""
+        """Add one record; returns the batch it went into. `now` (the clock's, if None) dates
+        a new batch. The producer's per-record path, hence flat: a record without headers
+        that fits in its partition's open batch is encoded straight into it
+        (`ProducerBatch.try_append_plain`)."""
+        dq = self._batches.get(tp)
+        if dq:
+            last = dq[-1]
+            if last.appendable and not headers:
+                grown = last.try_append_plain(timestamp, key, value, handle, self.batch_size)
+                if grown > 0:
+                    self.buffered_bytes += grown
+                    return last
+                if grown < 0:  # it filled the batch: close it and tell the sender
+                    self.buffered_bytes -= grown
+                    self._close(last)
+                    self._wakeup()
+                    return last
+        elif dq is None:
+            dq = self._batches[tp] = deque()
         if headers:
             size = record_size_upper_bound(key, value, headers)
         else:  # the same bound, inline for the common case
             size = 26 + (len(key) if key else 0) + (len(value) if value else 0)
-        dq = self._batches.get(tp)
-        if dq is None:
-            dq = self._batches[tp] = deque()
         last = dq[-1] if dq else None
         if last is not None and last.data is None:
             before = last.size
@@ -121,19 +155,17 @@ class RecordAccumulator:
                 self.buffered_bytes += after - before
                 if after >= self.batch_size:
                     self._close(last)
+                    self._wakeup()
                 return last
             self._close(last)
-        batch = ProducerBatch(tp, self.compression, now)
+        batch = ProducerBatch(tp, self.compression, self._clock() if now is None else now)
         batch.append(timestamp, key, value, headers, handle)
         self.buffered_bytes += batch.size
         dq.append(batch)
         if batch.size >= self.batch_size:
             self._close(batch)
+        self._wakeup()  # a new linger deadline, or a full batch
         return batch
-
-    def close_batch(self, batch: ProducerBatch) -> None:
-        """Close an open batch the producer filled through its fast path."""
-        self._close(batch)
 
     def _close(self, batch: ProducerBatch) -> None:
         if not batch.is_closed:
@@ -268,6 +300,10 @@ class RecordAccumulator:
 
     def has_queued(self) -> bool:
         return any(self._batches.values())
+
+    def queued_batches(self) -> list[ProducerBatch]:
+        """Every queued batch (open, closed, or back for a retry), in no particular order."""
+        return [b for dq in self._batches.values() for b in dq]
 
     def queued(self, tp: TopicPartition) -> Sequence[ProducerBatch]:
         return tuple(self._batches.get(tp, ()))

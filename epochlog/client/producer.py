@@ -32,7 +32,6 @@ from epochlog.client.idempotence import IdempotenceManager
 from epochlog.client.metadata import TopicPartition
 from epochlog.client.network import NetworkClient
 from epochlog.client.partitioner import StickyPartitioner, murmur2
-from epochlog.client.producer_batch import ProducerBatch
 from epochlog.client.sender import Sender
 from epochlog.client.transaction_manager import TransactionManager
 from epochlog.client.transactional_sender import TransactionalSender, TransactionCalls
@@ -51,15 +50,15 @@ _KEY_HASH_CACHE = 65536  # keys whose murmur2 is remembered (pure-Python hashing
 
 class _TopicState:
     """What the producer's append needs per topic, for one metadata snapshot: the partition
-    count, a TopicPartition per partition (built once), and per partition the open batch the
-    last record went into (the fast path appends to it directly while it has room)."""
+    count, a TopicPartition per partition (built once), and the sticky partition of keyless
+    records (-1: ask the partitioner; reset when a batch of the topic closes)."""
 
-    __slots__ = ("count", "tps", "open")
+    __slots__ = ("count", "tps", "sticky")
 
     def __init__(self, topic: str, count: int) -> None:
         self.count = count
         self.tps = [TopicPartition(topic, p) for p in range(count)]
-        self.open: list[ProducerBatch | None] = [None] * count
+        self.sticky = -1
 
 
 def to_bytes(value: Bytes | None, what: str) -> bytes | None:
@@ -100,15 +99,17 @@ class AsyncProducer(TransactionCalls):
         self._max_request_size: int = c["max.request.size"]
         self._max_block_ms: int = c["max.block.ms"]
         self._buffer_memory: int = c["buffer.memory"]
-        self._batch_size: int = c["batch.size"]
         self._ignore_keys: bool = c["partitioner.ignore.keys"]
         self._partitioner = StickyPartitioner()
+        self._wakeup = asyncio.Event()  # the sender's: the accumulator and the network set it
         self._acc = RecordAccumulator(
             batch_size=c["batch.size"],
             linger_ms=c["linger.ms"],
             compression=Compression.parse(c["compression.type"]),
             retry_backoff_ms=c["retry.backoff.ms"],
             on_batch_closed=self._batch_closed,
+            wakeup=self._wakeup.set,
+            clock=self._net.now_ms,
         )
         transactional_id: str | None = c["transactional.id"] or None
         self._txn: TransactionManager | None = None
@@ -122,11 +123,8 @@ class AsyncProducer(TransactionCalls):
             self._idem = IdempotenceManager() if c["enable.idempotence"] else None
             max_in_flight = c["max.in.flight.requests.per.connection"]
             gate = self._idem or OrderingGate(guarantee_order=max_in_flight == 1)
-        self._sender = Sender(c, self._net, self._acc, gate, self._idem, self._txn)
+        self._sender = Sender(c, self._net, self._acc, gate, self._idem, self._txn, self._wakeup)
         self._txn_sender: TransactionalSender | None = self._sender.transactional
-        # the sender's, shared with the per-record path: its wakeup and the unresolved batches
-        self._wakeup = self._sender.wakeup
-        self._incomplete = self._sender.incomplete
         self._started = False
         self._new_future: Callable[[], asyncio.Future[Any]] = _create_future_on_running_loop
         self._closing = False
@@ -267,9 +265,7 @@ class AsyncProducer(TransactionCalls):
         """`append`, returning False (nothing done) when the topic has no metadata yet.
 
         This is the per-record hot path, so it is written flat: the topic's state is looked
-        up once, and a record without headers that fits in its partition's open batch is
-        encoded straight into it (`ProducerBatch.try_append_plain`); anything else goes
-        through `RecordAccumulator.append`."""
+        up once, the partition chosen, and the record handed to `RecordAccumulator.append`."""
         if self._closing:
             raise ClientClosedError("producer is closed")
         if self._sender.fatal is not None:
@@ -293,8 +289,11 @@ class AsyncProducer(TransactionCalls):
                         self._key_hashes[key] = hashed
                 partition = hashed % count
             else:
-                available = cluster.available_partitions(topic)
-                partition = self._partitioner.partition(topic, available, count)
+                partition = state.sticky
+                if partition < 0:  # the partitioner's choice holds until a batch closes
+                    available = cluster.available_partitions(topic)
+                    partition = self._partitioner.partition(topic, available, count)
+                    state.sticky = partition
         elif not 0 <= partition < count:
             raise KafkaError(
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
@@ -304,25 +303,7 @@ class AsyncProducer(TransactionCalls):
             self._wakeup.set()  # the sender adds it to the transaction
         if timestamp is None:
             timestamp = time_ns() // 1_000_000
-        batch = state.open[partition]
-        if batch is not None and batch.appendable and not headers:
-            grown = batch.try_append_plain(timestamp, key, value, handle, self._batch_size)
-            if grown > 0:
-                self._acc.buffered_bytes += grown
-                return True
-            if grown < 0:  # it filled the batch: close it and tell the sender
-                self._acc.buffered_bytes -= grown
-                self._acc.close_batch(batch)
-                state.open[partition] = None
-                self._wakeup.set()
-                return True
-        batch = self._acc.append(
-            state.tps[partition], timestamp, key, value, headers, handle, self._now()
-        )
-        state.open[partition] = batch if batch.appendable else None
-        if len(batch.handles) == 1 or batch.data is not None:
-            self._incomplete.add(batch)
-            self._wakeup.set()  # a new batch (new linger deadline) or a full one
+        self._acc.append(state.tps[partition], timestamp, key, value, headers, handle)
         return True
 
     async def _wait_for_buffer(self) -> None:
@@ -354,7 +335,8 @@ class AsyncProducer(TransactionCalls):
 
     async def flush(self, timeout: float | None = None) -> None:
         """Send everything queued now and wait until it is acknowledged or failed."""
-        handles = [_awaitable(h) for b in list(self._incomplete) for h in b.handles[-1:]]
+        unresolved = self._sender.unresolved_batches()
+        handles = [_awaitable(h) for b in unresolved for h in b.handles[-1:]]
         if not handles:
             return
         self._acc.begin_flush()
@@ -393,6 +375,9 @@ class AsyncProducer(TransactionCalls):
             self._partitioner.on_batch_closed(
                 tp.topic, tp.partition, cluster.available_partitions(tp.topic), count
             )
+        state = self._topic_states.get(tp.topic)
+        if state is not None:
+            state.sticky = -1
 
 
 def _create_future_on_running_loop() -> asyncio.Future[Any]:

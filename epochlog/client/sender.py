@@ -104,8 +104,8 @@ def batch_results(
 
 
 class Sender:
-    """The producer's I/O; see the module docstring. `incomplete` holds the batches whose
-    records are not all completed yet (the producer adds new ones; `flush` waits on them)."""
+    """The producer's I/O; see the module docstring. `sent` holds the batches drained and not
+    answered yet (the accumulator holds the others)."""
 
     def __init__(
         self,
@@ -115,6 +115,7 @@ class Sender:
         gate: DrainGate,
         sequences: IdempotenceManager | None,
         transaction: TransactionManager | None,
+        wakeup: asyncio.Event,
     ) -> None:
         self._net = net
         self._acc = accumulator
@@ -133,8 +134,8 @@ class Sender:
             self.transactional = TransactionalSender(
                 transaction, config, net, self.fail_queued, self.wake
             )
-        self.wakeup = asyncio.Event()
-        self.incomplete: set[ProducerBatch] = set()
+        self.wakeup = wakeup  # set by the accumulator, the network client and the answers
+        self.sent: set[ProducerBatch] = set()
         self.in_flight: dict[int, int] = {}  # requests per node
         self.closing = False
         self.fatal: Exception | None = None  # the producer can send nothing more
@@ -142,6 +143,10 @@ class Sender:
 
     def wake(self) -> None:
         self.wakeup.set()
+
+    def unresolved_batches(self) -> list[ProducerBatch]:
+        """The batches whose records are not all completed: queued or sent."""
+        return [*self._acc.queued_batches(), *self.sent]
 
     def start(self) -> None:
         if self._task is None:
@@ -173,7 +178,7 @@ class Sender:
         for batch in self._acc.abort_all():
             if batch.has_sequence and self._idem is not None:
                 self._idem.request_reset()
-            self._fail(batch, error)
+            fail_batch(batch, error)
 
     # ---------------------------------------------------------------- the loop
 
@@ -206,12 +211,13 @@ class Sender:
             expired = self.policy.expired(batch)
             if self._txn is not None:
                 self._txn.on_batch_failed(batch, ErrorCode.REQUEST_TIMED_OUT, expired)
-            self._fail(batch, expired)
+            fail_batch(batch, expired)
             if self._idem is not None and batch.has_sequence:
                 self._idem.request_reset()
         if self.transactional is not None:
             assert self._txn is not None
-            txn_wait = self.transactional.poll(now, bool(self.incomplete))
+            pending = bool(self.sent) or self._acc.has_queued()
+            txn_wait = self.transactional.poll(now, pending)
             if not self._txn.in_transaction:
                 return 1000.0 if txn_wait is None else txn_wait
             wait_ms = self._send_ready(now)
@@ -265,6 +271,7 @@ class Sender:
             retried = False
             for node, batches in drained.items():
                 self.in_flight[node] = self.in_flight.get(node, 0) + 1
+                self.sent.update(batches)
                 asyncio.get_running_loop().create_task(
                     self._produce(node, batches), name=f"produce to node {node}"
                 )
@@ -305,7 +312,7 @@ class Sender:
     def _set_fatal(self, error: Exception) -> None:
         self.fatal = error
         for batch in self._acc.abort_all():
-            self._fail(batch, error)
+            fail_batch(batch, error)
 
     # ---------------------------------------------------------------- requests and answers
 
@@ -337,11 +344,11 @@ class Sender:
 
     def _complete(self, batch: ProducerBatch, result: BatchResult) -> None:
         """Apply the verdict on one batch's answer (`retries.decide_produce`)."""
+        self.sent.discard(batch)
         self._gate.on_complete(batch)
         now = self._now()
         error = result.error
         if error is ErrorCode.NONE and self._idem is None:  # the common case, decided inline
-            self.incomplete.discard(batch)
             succeed_batch(batch, result.base_offset, result.log_append_time)
             return
         may_retry = self.policy.may_retry(batch, now, self.closing)
@@ -357,7 +364,6 @@ class Sender:
         self._net.handle_error_code(error)
         if action is Action.SUCCESS:
             base_offset = -1 if error is ErrorCode.DUPLICATE_SEQUENCE_NUMBER else result.base_offset
-            self.incomplete.discard(batch)
             succeed_batch(batch, base_offset, result.log_append_time)
         elif action is Action.RETRY:
             log.debug("retrying %s after %s", batch, error.name)
@@ -366,17 +372,10 @@ class Sender:
             exc = self.policy.failure(batch, error, result.exc, now)
             if self._txn is not None:
                 self._txn.on_batch_failed(batch, error, exc)
-            self._fail(batch, exc)
+            fail_batch(batch, exc)
 
     def _split(self, batch: ProducerBatch, now: float) -> None:
         """Retry the records of a batch refused as too large in two halves (its sequence
         numbers were given up by the verdict)."""
         log.info("%s refused as too large; splitting it", batch)
-        halves = batch.split()
-        self.incomplete.discard(batch)
-        self.incomplete.update(halves)
-        self._acc.requeue_split(halves, now)
-
-    def _fail(self, batch: ProducerBatch, exc: Exception) -> None:
-        self.incomplete.discard(batch)
-        fail_batch(batch, exc)
+        self._acc.requeue_split(batch.split(), now)
