@@ -9,8 +9,9 @@ Layers, bottom up: `connection` (one broker connection: framing, pipelining, Api
 `framed_connection` is one for bulk readers, responses read into pooled frames),
 `connection_state` (sans-I/O reconnect backoff and node choice), `metadata` (sans-I/O cluster
 view), `network` (connections to all brokers, bootstrap, metadata refresh; `recovery` is where
-the rebootstrap decision plugs in), then `producer` (`partitioner`, `accumulator`,
-`idempotence`; with a transactional.id the sans-I/O `transaction_manager` and its I/O,
+the rebootstrap decision plugs in), then `producer` (`partitioner`, `accumulator` of
+`producer_batch`es, `sender`, deciding through `retries` and `idempotence`, completing through
+`delivery`; with a transactional.id the sans-I/O `transaction_manager` and its I/O,
 `transactional_sender`), `consumer` (`subscription`, `fetch_decoder`; in a group
 `consumer_coordinator` with `coordinator_connection`, `group_heartbeat` and `offset_committer`,
 deciding through the sans-I/O `membership`, `rebalance`, `group_subscription`, `assignors`,

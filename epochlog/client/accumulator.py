@@ -3,7 +3,10 @@
 How it works (Kafka's RecordAccumulator, simplified). `append` adds a record to the last open
 batch of its partition, or closes that batch and opens a new one when the record would take it
 past `batch.size` (a record bigger than `batch.size` gets a batch of its own). Each record carries
-an opaque handle (the producer's future) that the sender completes later.
+an opaque handle (the producer's future) that the sender completes later. It is the producer's
+per-record path: a record without headers goes straight into the open batch's buffer
+(`ProducerBatch.try_append_plain`). `wakeup` tells the sender when a batch was started (a new
+linger deadline) or filled, and `on_batch_closed` the sticky partitioner when one closed.
 
 `ready(now, leader_of)` says which leaders have a partition worth sending: its first batch is
 closed (full, or another batch queued behind it), has lingered `linger.ms`, or a flush is under
@@ -24,225 +27,23 @@ the CRC) so a retry under a new producer id needs no rebuild.
 
 from __future__ import annotations
 
-import itertools
-import struct
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from epochlog.client.batch_builder import VARINT_SIZES as _SIZES
-from epochlog.client.batch_builder import VARINT_TABLE as _TABLE
-from epochlog.client.batch_builder import VARINTS as _VARINTS
-from epochlog.client.batch_builder import ProducerBatchBuilder
 from epochlog.client.metadata import TopicPartition
+from epochlog.client.producer_batch import ProducerBatch
 from epochlog.protocol.compression import Compression
-from epochlog.protocol.records import (
-    ATTRIBUTES_OFFSET,
-    BATCH_HEADER_SIZE,
-    CRC_OFFSET,
-    NO_SEQUENCE,
-    TRANSACTIONAL_MASK,
-    Header,
-    batch_crc,
-    decode_batch,
-    record_size_upper_bound,
-)
-from epochlog.protocol.varint import encode_varint
-
-_PRODUCER_FIELDS = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence at byte 43
-_PRODUCER_FIELDS_OFFSET = 43
-_CRC = struct.Struct(">I")
-_ATTRIBUTES = struct.Struct(">h")
-_BATCH_ORDER = itertools.count()
-_NULL = b"\x01"  # varint -1: a null key or value
-_EMPTY = b""
+from epochlog.protocol.records import Header, record_size_upper_bound
 
 
-class ProducerBatch:
-    """Records for one partition, sent (and retried) as one v2 record batch."""
+def _nothing() -> None:
+    pass
 
-    def __init__(self, tp: TopicPartition, compression: Compression, created_ms: float) -> None:
-        self.tp = tp
-        self.created_ms = created_ms
-        # where its records stand among its partition's: batches are created in record order,
-        # and a split's halves sort between their parent's neighbours ((n,) < (n, 0) < (n, 1))
-        self.order: tuple[int, ...] = (next(_BATCH_ORDER),)
-        self.builder: ProducerBatchBuilder | None = ProducerBatchBuilder(compression)
-        self.data: bytes | None = None  # the built batch, once closed
-        self.appendable = True  # False once closed, expired or aborted
-        self.handles: list[Any] = []  # one per record, in offset order
-        self.timestamps: list[int] = []
-        self.attempts = 0
-        self.retry_at_ms = 0.0
-        self.producer_id = -1
-        self.producer_epoch = -1
-        self.base_sequence = NO_SEQUENCE
-        self.sequence_generation = -1  # which producer id the sequence belongs to (idempotence)
-        self.transactional = False  # stamped with the transactional attribute bit
 
-    def __repr__(self) -> str:
-        return (
-            f"ProducerBatch({self.tp}, {self.record_count} records, seq {self.base_sequence}, "
-            f"attempt {self.attempts})"
-        )
-
-    @property
-    def record_count(self) -> int:
-        return len(self.handles)
-
-    @property
-    def size(self) -> int:
-        """Bytes on the wire once built; the uncompressed estimate while open."""
-        if self.data is not None:
-            return len(self.data)
-        assert self.builder is not None
-        return self.builder.estimated_size
-
-    @property
-    def is_closed(self) -> bool:
-        return self.data is not None
-
-    @property
-    def has_sequence(self) -> bool:
-        return self.base_sequence != NO_SEQUENCE
-
-    @property
-    def last_sequence(self) -> int:
-        return (self.base_sequence + self.record_count - 1) & 0x7FFFFFFF
-
-    def append(
-        self,
-        timestamp: int,
-        key: bytes | None,
-        value: bytes | None,
-        headers: Sequence[Header | tuple[str, bytes | None]],
-        handle: Any,
-    ) -> None:
-        assert self.builder is not None, "append to a closed batch"
-        self.builder.append(timestamp, key, value, headers)
-        self.handles.append(handle)
-        self.timestamps.append(timestamp)
-
-    def try_append_plain(
-        self,
-        timestamp: int,
-        key: bytes | None,
-        value: bytes | None,
-        handle: Any,
-        batch_size: int,
-    ) -> int:
-        """The producer's fast path: append a record without headers to this open, non-empty
-        batch if it fits within `batch_size` by the accumulator's bound (26 bytes plus key and
-        value, as `RecordAccumulator.append` decides). Returns the bytes added, negated when
-        the batch has now reached `batch_size` (the caller closes it); 0 when the record did
-        not fit and nothing changed.
-
-        The bytes are those of `RecordBatchBuilder.append` (a unit test compares them), written
-        with one join and the record's length computed from a table of varint sizes; it is the
-        hottest code of the producer, hence flat."""
-        builder = self.builder
-        records = builder._records  # type: ignore[union-attr]
-        before = len(records)
-        if key is None:
-            key_v, key = _NULL, _EMPTY
-            k, n = 0, 1
-        else:
-            k = len(key)
-            key_v = _VARINTS[k] if k < _TABLE else encode_varint(k)
-            n = len(key_v) + k
-        if value is None:
-            value_v, value = _NULL, _EMPTY
-            v = 0
-            n += 1
-        else:
-            v = len(value)
-            value_v = _VARINTS[v] if v < _TABLE else encode_varint(v)
-            n += len(value_v) + v
-        if BATCH_HEADER_SIZE + 26 + before + k + v > batch_size:
-            return 0
-        delta = builder._count  # type: ignore[union-attr]
-        ts_delta = timestamp - builder._base_timestamp  # type: ignore[union-attr,operator]
-        if 0 <= ts_delta < _TABLE and delta < _TABLE:
-            ts_v, delta_v = _VARINTS[ts_delta], _VARINTS[delta]
-            n += 2 + _SIZES[ts_delta] + _SIZES[delta]  # + attributes and header-count bytes
-        else:
-            ts_v, delta_v = encode_varint(ts_delta), encode_varint(delta)
-            n += 2 + len(ts_v) + len(delta_v)
-        records += _EMPTY.join(
-            (
-                _VARINTS[n] if n < _TABLE else encode_varint(n),
-                b"\x00",
-                ts_v,
-                delta_v,
-                key_v,
-                key,
-                value_v,
-                value,
-                b"\x00",
-            )
-        )
-        builder._count = delta + 1  # type: ignore[union-attr]
-        if timestamp > builder._max_timestamp:  # type: ignore[union-attr]
-            builder._max_timestamp = timestamp  # type: ignore[union-attr]
-        self.handles.append(handle)
-        self.timestamps.append(timestamp)
-        after = len(records)
-        return before - after if BATCH_HEADER_SIZE + after >= batch_size else after - before
-
-    def close(self) -> None:
-        self.appendable = False
-        if self.data is None:
-            assert self.builder is not None
-            self.data = self.builder.build()
-            self.builder = None
-
-    def stamp(self, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
-        """Write producer id, epoch and base sequence (and the transactional bit, for a
-        transactional batch) into the built batch; fix its CRC."""
-        self.close()
-        assert self.data is not None
-        buf = bytearray(self.data)
-        _PRODUCER_FIELDS.pack_into(
-            buf, _PRODUCER_FIELDS_OFFSET, producer_id, producer_epoch, base_sequence
-        )
-        if self.transactional:
-            (attributes,) = _ATTRIBUTES.unpack_from(buf, ATTRIBUTES_OFFSET)
-            _ATTRIBUTES.pack_into(buf, ATTRIBUTES_OFFSET, attributes | TRANSACTIONAL_MASK)
-        _CRC.pack_into(buf, CRC_OFFSET, batch_crc(buf, 0, len(buf)))
-        self.data = bytes(buf)
-        self.producer_id, self.producer_epoch, self.base_sequence = (
-            producer_id,
-            producer_epoch,
-            base_sequence,
-        )
-
-    def split(self) -> list[ProducerBatch]:
-        """The records of this (closed) batch as two batches, each half of them, unsent and
-        without a sequence: what the producer retries when the broker finds a batch too large
-        (MESSAGE_TOO_LARGE), so one oversized record fails alone and the others still go."""
-        self.close()
-        assert self.data is not None and self.record_count > 1
-        decoded = decode_batch(self.data)
-        compression, records = decoded.header.compression, decoded.records
-        middle = len(records) // 2
-        halves = []
-        for lo, hi in ((0, middle), (middle, len(records))):
-            half = ProducerBatch(self.tp, compression, self.created_ms)
-            for i in range(lo, hi):
-                r = records[i]
-                half.append(
-                    r.timestamp,
-                    r.key,
-                    r.value,
-                    [(h.key, h.value) for h in r.headers],
-                    self.handles[i],
-                )
-            half.attempts = self.attempts
-            half.order = self.order + (len(halves),)
-            half.close()
-            halves.append(half)
-        return halves
+def _no_clock() -> float:
+    raise ValueError("RecordAccumulator.append needs `now` when the accumulator has no clock")
 
 
 class DrainGate(Protocol):
@@ -291,12 +92,20 @@ class RecordAccumulator:
         compression: Compression = Compression.NONE,
         retry_backoff_ms: float = 100,
         on_batch_closed: Callable[[TopicPartition], None] | None = None,
+        wakeup: Callable[[], None] = _nothing,
+        clock: Callable[[], float] = _no_clock,
     ) -> None:
+        """`on_batch_closed` hears of every batch closed (the sticky partitioner moves on);
+        `wakeup` is called when the sender should look again: a batch was started (a new
+        linger deadline) or filled by an append. `clock` dates batches appended without
+        `now`."""
         self.batch_size = batch_size
         self.linger_ms = linger_ms
         self.compression = compression
         self.retry_backoff_ms = retry_backoff_ms
         self._on_batch_closed = on_batch_closed
+        self._wakeup = wakeup
+        self._clock = clock
         self._batches: dict[TopicPartition, deque[ProducerBatch]] = {}
         self._drain_index: dict[int, int] = {}
         self._flushes = 0
@@ -312,16 +121,31 @@ class RecordAccumulator:
         value: bytes | None,
         headers: Sequence[Header | tuple[str, bytes | None]],
         handle: Any,
-        now: float,
+        now: float | None = None,
     ) -> ProducerBatch:
-        """Add one record; returns the batch it went into."""
+        """Add one record; returns the batch it went into. `now` (the clock's, if None) dates
+        a new batch. The producer's per-record path, hence flat: a record without headers
+        that fits in its partition's open batch is encoded straight into it
+        (`ProducerBatch.try_append_plain`)."""
+        dq = self._batches.get(tp)
+        if dq:
+            last = dq[-1]
+            if last.appendable and not headers:
+                grown = last.try_append_plain(timestamp, key, value, handle, self.batch_size)
+                if grown > 0:
+                    self.buffered_bytes += grown
+                    return last
+                if grown < 0:  # it filled the batch: close it and tell the sender
+                    self.buffered_bytes -= grown
+                    self._close(last)
+                    self._wakeup()
+                    return last
+        elif dq is None:
+            dq = self._batches[tp] = deque()
         if headers:
             size = record_size_upper_bound(key, value, headers)
         else:  # the same bound, inline for the common case
             size = 26 + (len(key) if key else 0) + (len(value) if value else 0)
-        dq = self._batches.get(tp)
-        if dq is None:
-            dq = self._batches[tp] = deque()
         last = dq[-1] if dq else None
         if last is not None and last.data is None:
             before = last.size
@@ -331,19 +155,17 @@ class RecordAccumulator:
                 self.buffered_bytes += after - before
                 if after >= self.batch_size:
                     self._close(last)
+                    self._wakeup()
                 return last
             self._close(last)
-        batch = ProducerBatch(tp, self.compression, now)
+        batch = ProducerBatch(tp, self.compression, self._clock() if now is None else now)
         batch.append(timestamp, key, value, headers, handle)
         self.buffered_bytes += batch.size
         dq.append(batch)
         if batch.size >= self.batch_size:
             self._close(batch)
+        self._wakeup()  # a new linger deadline, or a full batch
         return batch
-
-    def close_batch(self, batch: ProducerBatch) -> None:
-        """Close an open batch the producer filled through its fast path."""
-        self._close(batch)
 
     def _close(self, batch: ProducerBatch) -> None:
         if not batch.is_closed:
@@ -478,6 +300,10 @@ class RecordAccumulator:
 
     def has_queued(self) -> bool:
         return any(self._batches.values())
+
+    def queued_batches(self) -> list[ProducerBatch]:
+        """Every queued batch (open, closed, or back for a retry), in no particular order."""
+        return [b for dq in self._batches.values() for b in dq]
 
     def queued(self, tp: TopicPartition) -> Sequence[ProducerBatch]:
         return tuple(self._batches.get(tp, ()))

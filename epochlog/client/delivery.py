@@ -1,4 +1,9 @@
-"""`DeliveryFuture`: the blocking producer's per-record future, cheap until someone waits.
+"""Delivery: how a batch's records learn their outcome, and the futures they learn it through.
+
+`succeed_batch` and `fail_batch` complete the handles (futures) of a batch's records: with a
+`RecordMetadata` each (built on demand, for the blocking facade's futures, by `BatchOutcome`), or
+with the exception. `DeliveryFuture` is the blocking producer's per-record future, cheap until
+someone waits:
 
 A `concurrent.futures.Future` builds a `threading.Condition` and two lists when it is created
 and takes the condition on every call; at 100-byte records that costs as much as producing the
@@ -32,7 +37,11 @@ from concurrent.futures._base import (
     PENDING,
     RUNNING,
 )
-from typing import Any, Protocol
+from itertools import repeat
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+
+if TYPE_CHECKING:
+    from epochlog.client.producer_batch import ProducerBatch
 
 _LOCK = threading.Lock()
 _DONE = (CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED)
@@ -151,6 +160,69 @@ class BatchOutcome(Protocol):
     """The outcome of a batch of records, which builds a record's result when asked."""
 
     def result(self, index: int) -> Any: ...
+
+
+class RecordMetadata(NamedTuple):
+    """Where a record was written. offset is -1 when unknown (acks=0, or a duplicate).
+
+    A named tuple (as in kafka-python): immutable, and built for every record acknowledged,
+    which a frozen dataclass made five times as expensive."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+
+
+class AcknowledgedBatch:
+    """An acknowledged batch, which builds the RecordMetadata of its i-th record on demand."""
+
+    __slots__ = ("topic", "partition", "base_offset", "log_append_time", "timestamps")
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        base_offset: int,
+        log_append_time: int,
+        batch: ProducerBatch,
+    ) -> None:
+        self.topic, self.partition = topic, partition
+        self.base_offset, self.log_append_time = base_offset, log_append_time
+        self.timestamps = batch.timestamps if log_append_time < 0 else None
+
+    def result(self, index: int) -> RecordMetadata:
+        offset = self.base_offset + index if self.base_offset >= 0 else -1
+        timestamp = self.timestamps[index] if self.timestamps is not None else self.log_append_time
+        return RecordMetadata(self.topic, self.partition, offset, timestamp)
+
+
+def succeed_batch(batch: ProducerBatch, base_offset: int, log_append_time: int) -> None:
+    """Complete every record of an acknowledged batch with its RecordMetadata (offset -1 when
+    unknown; the batch's timestamps unless the broker appended at log-append time)."""
+    topic, partition = batch.tp
+    handles = batch.handles
+    if handles and type(handles[0]) is DeliveryFuture:  # the blocking facade's futures
+        # each builds its RecordMetadata when asked: most never are (a fire-and-forget
+        # send, or a caller that only checks for errors)
+        complete_batch(
+            handles, AcknowledgedBatch(topic, partition, base_offset, log_append_time, batch)
+        )
+        return
+    n = len(handles)
+    offsets = range(base_offset, base_offset + n) if base_offset >= 0 else repeat(-1, n)
+    stamps = batch.timestamps if log_append_time < 0 else repeat(log_append_time, n)
+    new = tuple.__new__  # RecordMetadata(...) without the named tuple's argument parsing
+    fields = zip(repeat(topic, n), repeat(partition, n), offsets, stamps, strict=True)
+    complete_all(handles, [new(RecordMetadata, f) for f in fields])
+
+
+def fail_batch(batch: ProducerBatch, exc: Exception) -> None:
+    """Fail every record of a batch not done yet with `exc`."""
+    for fut in batch.handles:
+        if not fut.done():
+            fut.set_exception(exc)
+            fut.exception()  # marks it retrieved: a fire-and-forget send logs nothing
 
 
 def complete_batch(futures: Sequence[Any], outcome: BatchOutcome) -> None:

@@ -11,42 +11,29 @@ one it appended for that producer and partition, and recognises a resent batch i
   the partition has fewer than 5 unresolved batches (the broker remembers the last 5);
 - a batch being retried keeps its sequence and may go only when it is the partition's first
   unresolved batch, so retries reach the broker in order; batches behind it wait in the deque;
-- `decide(batch, error, may_retry)` classifies a response like Kafka's TransactionManager does
-  for idempotent producers: DUPLICATE_SEQUENCE_NUMBER is success; OUT_OF_ORDER_SEQUENCE_NUMBER is
-  retried, and if the batch was the next expected one (a real gap) the producer id is reset;
-  UNKNOWN_PRODUCER_ID (the broker lost our state) is retried after a reset; other errors are
-  retried if retriable and within the budget.
-- A batch that fails for good after getting a sequence leaves a gap no later batch can cross, so
-  it also asks for a reset.
+- `decide(batch, error, may_retry)` looks up what the verdict on a response needs from the
+  sequences (does the batch carry a sequence of the current producer id, is it the next one the
+  broker expects) and leaves the rules to `retries.decide_with_idempotence`;
+  `resolve(batch, verdict)` applies the verdict: the batch is no longer unresolved, its last
+  sequence is acknowledged, or (a batch that failed for good after getting a sequence leaves a
+  gap no later batch can cross) a reset is requested.
 
 A reset (`reset_pending`) stops all draining; once nothing is in flight the producer asks for a
 new producer id (`set_producer_id`), every partition starts again at sequence 0, and queued
 batches, retries first, are renumbered as they are drained. Without idempotence the producer uses
-`accumulator.OrderingGate` and `decide` only looks at retriability.
+`accumulator.OrderingGate` and `retries.decide_without_idempotence`.
 """
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 
-from epochlog.client.accumulator import ProducerBatch
 from epochlog.client.metadata import TopicPartition
+from epochlog.client.producer_batch import ProducerBatch
+from epochlog.client.retries import Action, Verdict, decide_with_idempotence
 from epochlog.protocol.errors import ErrorCode
 
 MAX_UNRESOLVED_PER_PARTITION = 5
-
-
-class Action(enum.Enum):
-    SUCCESS = "success"
-    RETRY = "retry"
-    FAIL = "fail"
-
-
-@dataclass(frozen=True)
-class Verdict:
-    action: Action
-    reset_producer_id: bool = False
 
 
 @dataclass
@@ -54,14 +41,6 @@ class PartitionSequences:
     next_sequence: int = 0
     last_acked: int = -1
     unresolved: list[int] = field(default_factory=list)  # base sequences, ascending
-
-
-def decide_without_idempotence(error: ErrorCode, may_retry: bool) -> Verdict:
-    if error is ErrorCode.NONE:
-        return Verdict(Action.SUCCESS)
-    if error.retriable and may_retry:
-        return Verdict(Action.RETRY)
-    return Verdict(Action.FAIL)
 
 
 class IdempotenceManager:
@@ -122,19 +101,10 @@ class IdempotenceManager:
     # ---------------------------------------------------------------- responses
 
     def decide(self, batch: ProducerBatch, error: ErrorCode, may_retry: bool) -> Verdict:
-        if error in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
-            return Verdict(Action.SUCCESS)
+        """The verdict on a batch's answer, given its sequence (`retries` holds the rules)."""
         current = self._is_current(batch)
-        if error is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and may_retry:
-            if not current:
-                return Verdict(Action.RETRY)
-            gap = batch.base_sequence == self.sequences(batch.tp).last_acked + 1
-            return Verdict(Action.RETRY, reset_producer_id=gap)
-        if error is ErrorCode.UNKNOWN_PRODUCER_ID and may_retry:
-            return Verdict(Action.RETRY, reset_producer_id=current)
-        if error.retriable and may_retry:
-            return Verdict(Action.RETRY)
-        return Verdict(Action.FAIL, reset_producer_id=current)
+        next_expected = current and batch.base_sequence == self.sequences(batch.tp).last_acked + 1
+        return decide_with_idempotence(error, may_retry, current, next_expected)
 
     def resolve(self, batch: ProducerBatch, verdict: Verdict) -> None:
         """Apply a verdict to the sequence state (and request a reset if it says so)."""

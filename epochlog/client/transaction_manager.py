@@ -38,11 +38,11 @@ import enum
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from epochlog.client.accumulator import ProducerBatch
 from epochlog.client.errors import ClientError, KafkaError
 from epochlog.client.group_offsets import ConsumerGroupMetadata, OffsetAndMetadata
 from epochlog.client.idempotence import IdempotenceManager
 from epochlog.client.metadata import TopicPartition
+from epochlog.client.producer_batch import ProducerBatch
 from epochlog.protocol.errors import ErrorCode
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from epochlog.client.accumulator import OrderingGate, RecordAccumulator
 from epochlog.client.metadata import TopicPartition
 from epochlog.protocol.compression import Compression
@@ -148,15 +150,19 @@ def test_batches_older_than_delivery_timeout_expire() -> None:
 
 
 def test_the_fast_path_appends_to_an_open_batch_until_it_is_full_and_never_after_expiry() -> None:
-    a = acc(batch_size=300)
+    woken: list[int] = []
+    a = RecordAccumulator(batch_size=300, linger_ms=0, wakeup=lambda: woken.append(1))
     batch = a.append(T0, 1000, b"k", b"x" * 10, [], "r0", now=0)
-    grown = [batch.try_append_plain(1001 + i, b"k", b"x" * 10, f"r{i + 1}", 300) for i in range(9)]
-    assert all(g > 0 for g in grown) and batch.record_count == 10
-    while batch.try_append_plain(1000, b"k", b"x" * 10, "r", 300) > 0:
-        pass
-    # refused once the accumulator's bound (26 bytes + key + value) would pass batch.size
-    assert batch.size + 26 + 11 > 300 and batch.record_count == len(batch.handles)
-    records = decode_batch(_closed(a, batch)).records
+    assert woken == [1]  # a new batch: a new linger deadline
+    for i in range(9):
+        assert a.append(T0, 1001 + i, b"k", b"x" * 10, [], f"r{i + 1}") is batch
+    assert batch.record_count == 10 and woken == [1]
+    while batch.appendable:
+        a.append(T0, 1000, b"k", b"x" * 10, [], "r", now=0)
+    # full by the accumulator's bound (26 bytes + key + value): closed, and the sender told
+    assert batch.record_count == len(batch.handles) and len(woken) >= 2
+    assert batch.size <= 300 and not batch.appendable and batch.data is not None
+    records = decode_batch(batch.data).records
     assert len(records) == batch.record_count == len(batch.handles) == len(batch.timestamps)
     assert [r.offset for r in records] == list(range(len(records)))
     # an expired (or aborted) open batch takes no more records, so none is lost with it
@@ -164,14 +170,16 @@ def test_the_fast_path_appends_to_an_open_batch_until_it_is_full_and_never_after
     assert other.appendable
     assert other in a.expire(10_000, 1000) and not other.appendable
     third = a.append(T1, 1000, b"k", b"v", [], "y", now=10_000)
+    assert third is not other
     a.abort_all()
     assert not third.appendable
 
 
-def _closed(a: RecordAccumulator, batch: object) -> bytes:
-    a.close_batch(batch)  # type: ignore[arg-type]
-    assert not batch.appendable and batch.data is not None  # type: ignore[attr-defined]
-    return batch.data  # type: ignore[attr-defined]
+def test_an_append_without_now_dates_a_new_batch_by_the_clock() -> None:
+    a = RecordAccumulator(batch_size=300, linger_ms=0, clock=lambda: 1234.0)
+    assert a.append(T0, 1000, None, b"v", [], "r").created_ms == 1234.0
+    with pytest.raises(ValueError, match="needs `now`"):
+        RecordAccumulator(batch_size=300, linger_ms=0).append(T0, 1000, None, b"v", [], "r")
 
 
 def test_flush_makes_lingering_batches_ready() -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from epochlog.client.accumulator import ProducerBatch
 from epochlog.client.batch_builder import ProducerBatchBuilder
 from epochlog.client.metadata import TopicPartition
+from epochlog.client.producer_batch import ProducerBatch
 from epochlog.protocol.compression import Compression
 from epochlog.protocol.records import RecordBatchBuilder, decode_batch
 

@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 from epochlog.client.accumulator import RecordAccumulator
-from epochlog.client.idempotence import (
-    Action,
-    IdempotenceManager,
-    Verdict,
-    decide_without_idempotence,
-)
+from epochlog.client.idempotence import IdempotenceManager
 from epochlog.client.metadata import TopicPartition
+from epochlog.client.retries import Action, Verdict, decide_without_idempotence
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.records import decode_batch
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from epochlog.client.accumulator import ProducerBatch
 from epochlog.client.errors import KafkaError
 from epochlog.client.group_offsets import ConsumerGroupMetadata, OffsetAndMetadata
 from epochlog.client.metadata import TopicPartition
+from epochlog.client.producer_batch import ProducerBatch
 from epochlog.client.transaction_manager import (
     VALID_PREVIOUS_STATES,
     AddOffsetsCall,
