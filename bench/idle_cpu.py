@@ -33,9 +33,7 @@ def prepare(bootstrap: str, partitions: int) -> None:
         {"bootstrap.servers": bootstrap, "group.id": "idle-bench", "enable.auto.commit": False}
     )
     try:
-        consumer.commit(
-            offsets=[confluent_kafka.TopicPartition("idle", 0, 0)], asynchronous=False
-        )
+        consumer.commit(offsets=[confluent_kafka.TopicPartition("idle", 0, 0)], asynchronous=False)
     finally:
         consumer.close()
 
