@@ -28,7 +28,15 @@ from epochlog.testing.cluster import LocalCluster  # noqa: E402
 
 def prepare(bootstrap: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic("idle", partitions, 3)])["idle"].result(30)
+    for attempt in range(3):
+        # A CreateTopics sometimes goes unanswered for 30 s right after the cluster starts (seen
+        # on main too); asking again gets it through.
+        try:
+            admin.create_topics([NewTopic("idle", partitions, 3)])["idle"].result(30)
+            break
+        except (TimeoutError, confluent_kafka.KafkaException):
+            if attempt == 2:
+                raise
     consumer = confluent_kafka.Consumer(
         {"bootstrap.servers": bootstrap, "group.id": "idle-bench", "enable.auto.commit": False}
     )

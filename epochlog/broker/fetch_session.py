@@ -36,6 +36,7 @@ import uuid
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import NamedTuple
 
 from epochlog.protocol.errors import ErrorCode
 
@@ -56,9 +57,9 @@ def next_epoch(epoch: int) -> int:
     return 1 if epoch == _INT32_MAX else epoch + 1
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionParams:
-    """What a fetcher asks of one partition; a session remembers the last it was sent."""
+class PartitionParams(NamedTuple):
+    """What a fetcher asks of one partition; a session remembers the last it was sent. (Named
+    tuples: built per partition per Fetch, several times cheaper than frozen dataclasses.)"""
 
     fetch_offset: int
     max_bytes: int
@@ -67,8 +68,7 @@ class PartitionParams:
     log_start_offset: int = -1
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionAnswer:
+class PartitionAnswer(NamedTuple):
     """What the broker found for one partition: compared with what the session last sent."""
 
     error: ErrorCode

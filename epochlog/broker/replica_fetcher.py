@@ -24,6 +24,13 @@ connection or request backs everything off. The fault injector is consulted befo
 (a `hold` rule pauses this follower). Answers are applied only to the partition state they were
 requested for: the manager replaces a partition's state whenever a LeaderAndIsr re-adds it.
 
+Fetch sessions (KIP-227, `fetch_session.FetchSessionBuilder`): the first Fetch to a leader opens
+a session with every ready partition; later ones carry only the partitions whose fetch offset,
+epochs, log start or size changed and forget those no longer ready, and the leader answers only
+partitions with news. A session error (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH,
+FETCH_SESSION_TOPIC_ID_ERROR) voids that answer and the next Fetch is full again; so does a lost
+connection.
+
 Replication throttles (`replication_quotas`): a partition the follower throttle names is left
 out of the Fetch while the follower's quota is exceeded and the replica is not in sync (its
 last answer left it behind the leader's HW); its appended bytes are recorded. When every

@@ -85,11 +85,11 @@ async def handle_fetch(
                 (
                     (topic_id, name, p.partition),
                     PartitionParams(
-                        fetch_offset=p.fetch_offset,
-                        max_bytes=p.partition_max_bytes,
-                        current_leader_epoch=p.current_leader_epoch,
-                        last_fetched_epoch=p.last_fetched_epoch,
-                        log_start_offset=p.log_start_offset,
+                        p.fetch_offset,
+                        p.partition_max_bytes,
+                        p.current_leader_epoch,
+                        p.last_fetched_epoch,
+                        p.log_start_offset,
                     ),
                 )
             )
@@ -132,16 +132,18 @@ async def handle_fetch(
             )
         )
     results = await fetch_messages(rm, params, requests)
+    if context.kind is ContextKind.SESSIONLESS:  # librdkafka's every fetch: nothing to keep
+        return _response(services, body, version, INVALID_SESSION_ID, results, connection.listener)
     session_id, carried = sessions.answer(
         context,
         [
             PartitionAnswer(
-                error=r.error,
-                high_watermark=r.high_watermark,
-                last_stable_offset=r.last_stable_offset,
-                log_start_offset=r.log_start_offset,
-                records_size=len(r.records),
-                diverging=r.diverging_epoch is not None,
+                r.error,
+                r.high_watermark,
+                r.last_stable_offset,
+                r.log_start_offset,
+                len(r.records),
+                r.diverging_epoch is not None,
             )
             for r in results
         ],
