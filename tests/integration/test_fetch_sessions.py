@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from epochlog.broker.harness import BrokerThread, RawClient, become_leader
+from epochlog.broker.replication_harness import ReplicationCluster, batch, wait_until
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import ApiKey
 from epochlog.protocol.errors import ErrorCode
@@ -171,3 +172,37 @@ def test_confluent_kafka_consumes_while_sessions_are_open(broker):
         assert_same(confluent_consume(broker.bootstrap, topic, 2, len(items)), items)
         # The raw session is untouched by the other consumer's sessionless fetches.
         assert session_fetch(client, opened.session_id, 1, {}).error_code == 0
+
+
+def test_followers_fetch_incrementally_and_replicate_byte_for_byte(tmp_path):
+    cluster = ReplicationCluster(tmp_path, (1, 2, 3))
+    try:
+        cluster.assign(leader=1, leader_epoch=0, isr=[1], replicas=[1, 2, 3])
+        for i in range(5):
+            assert cluster.produce(1, batch(3, b"s%d-" % i), acks=1).error_code == 0
+        wait_until(lambda: sorted(cluster.isr(1)) == [1, 2, 3], what="ISR")
+        wait_until(lambda: cluster.leo(2) == cluster.leo(3) == cluster.leo(1), what="followers")
+        assert cluster.log_bytes(2) == cluster.log_bytes(1) == cluster.log_bytes(3)
+        leader_sessions = cluster.brokers[1].broker.services.fetch_sessions
+
+        def incremental(broker_id: int) -> bool:
+            fetchers = cluster.brokers[broker_id].broker.fetcher_manager.fetchers.values()
+            return any(
+                f.session.session_id != 0
+                and f.session.epoch > 1
+                and leader_sessions.get(f.session.session_id) is not None
+                for f in fetchers
+            )
+
+        wait_until(lambda: incremental(2) and incremental(3), what="incremental sessions")
+        follower_sessions = [
+            leader_sessions.get(f.session.session_id)
+            for b in (2, 3)
+            for f in cluster.brokers[b].broker.fetcher_manager.fetchers.values()
+        ]
+        assert all(s is not None and s.privileged for s in follower_sessions)
+        # More records still reach both followers through their sessions.
+        assert cluster.produce(1, batch(2, b"late-"), acks=-1).error_code == 0
+        wait_until(lambda: cluster.hw(2) == cluster.hw(3) == cluster.leo(1) == 17, what="HW 17")
+    finally:
+        cluster.close()
