@@ -38,6 +38,7 @@ from epochlog.broker.collaborators import (
     TopicAutoCreator,
 )
 from epochlog.broker.eventloop import loop_name
+from epochlog.broker.fetch_session import FetchSessionCache
 from epochlog.broker.fetcher_manager import ReplicaFetcherManager
 from epochlog.broker.handlers import BrokerServices
 from epochlog.broker.metadata_cache import BrokerEndpoint, MetadataCache
@@ -167,6 +168,7 @@ class Broker:
                 window_num=config["quota.window.num"],
                 window_size_seconds=config["quota.window.size.seconds"],
             ),
+            fetch_sessions=FetchSessionCache(config["max.incremental.fetch.session.cache.slots"]),
         )
         self.server = KafkaServer(
             self.services,

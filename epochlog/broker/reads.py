@@ -14,7 +14,8 @@ partition under a replication throttle while the leader's quota is exceeded
 reached, an error or a diverging epoch in any partition); otherwise it parks a `DelayedFetch`
 in the fetch purgatory, watching the requested partitions. Appends and HW moves re-try it; it
 completes with a fresh read when MinBytes is available or an error appears, or with whatever
-there is when MaxWaitMs expires.
+there is when MaxWaitMs expires: the last read's answer (HW and LSO refreshed) when nothing it
+read from moved and it held no records, else a fresh read.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import uuid
 from dataclasses import dataclass
 
 from epochlog.broker.delayed import DelayedOperation, resolve
-from epochlog.broker.partition import PartitionError
+from epochlog.broker.partition import Partition, PartitionError
 from epochlog.broker.partition_rules import DivergingEpoch
 from epochlog.broker.producer_state import AbortedTxn
 from epochlog.broker.replica_manager import ReplicaManager, TopicPartition, now_ms
@@ -232,6 +233,7 @@ class DelayedFetch(DelayedOperation):
         params: FetchParams,
         requests: list[PartitionFetch],
         future: asyncio.Future[list[PartitionFetchResult]],
+        first: list[PartitionFetchResult],
     ) -> None:
         super().__init__(params.max_wait_ms)
         self.rm = rm
@@ -239,16 +241,18 @@ class DelayedFetch(DelayedOperation):
         self.requests = requests
         self.future = future
         self._results: list[PartitionFetchResult] | None = None
-        # Parked right after a read that could not answer: the state that read saw. A re-try
-        # reads again only when that state changed (Kafka's DelayedFetch compares offsets too).
+        # Parked right after a read that could not answer: the state that read saw and what it
+        # found. A re-try reads again only when that state changed (Kafka's DelayedFetch
+        # compares offsets too), and so does the answer at expiry.
         self._seen = read_state(rm, params, requests)
+        self._last = first
 
     def try_complete(self) -> bool:
         state = read_state(self.rm, self.params, self.requests)
         if same_read_state(state, self._seen):
             return False
         self._seen = state
-        results = read_from_local_log(self.rm, self.params, self.requests, False)
+        results = self._last = read_from_local_log(self.rm, self.params, self.requests, False)
         if can_respond(self.params, results):
             self._results = results
             return self.force_complete()
@@ -257,8 +261,27 @@ class DelayedFetch(DelayedOperation):
     def on_complete(self) -> None:
         results = self._results
         if results is None:  # expired or forced: answer with what there is now
+            results = self._unchanged_answer()
+        if results is None:
             results = read_from_local_log(self.rm, self.params, self.requests, False)
         resolve(self.future, results)
+
+    def _unchanged_answer(self) -> list[PartitionFetchResult] | None:
+        """The last read's answer when nothing it read from moved since and it holds no records
+        (an idle follower's long poll, every replica.fetch.wait.max.ms): a follower's HW and
+        LSO, left out of the read state, are refreshed. None: read again."""
+        if any(r.records for r in self._last):
+            return None  # a held slice may refer to a segment the cleaner has replaced since
+        state = read_state(self.rm, self.params, self.requests)
+        if not same_read_state(state, self._seen):
+            return None
+        if self.params.is_follower:
+            for result, seen in zip(self._last, state, strict=True):
+                partition = seen[0]
+                if result.error is ErrorCode.NONE and isinstance(partition, Partition):
+                    result.high_watermark = partition.high_watermark
+                    result.last_stable_offset = partition.last_stable_offset
+        return self._last
 
 
 async def fetch_messages(
@@ -269,7 +292,7 @@ async def fetch_messages(
         future: asyncio.Future[list[PartitionFetchResult]] = (
             asyncio.get_running_loop().create_future()
         )
-        op = DelayedFetch(rm, params, requests, future)
+        op = DelayedFetch(rm, params, requests, future, results)
         rm.fetch_purgatory.try_complete_else_watch(op, {r.key for r in requests})
         results = await future
     if params.is_follower:

@@ -24,6 +24,13 @@ connection or request backs everything off. The fault injector is consulted befo
 (a `hold` rule pauses this follower). Answers are applied only to the partition state they were
 requested for: the manager replaces a partition's state whenever a LeaderAndIsr re-adds it.
 
+Fetch sessions (KIP-227, `fetch_session.FetchSessionBuilder`): the first Fetch to a leader opens
+a session with every ready partition; later ones carry only the partitions whose fetch offset,
+epochs, log start or size changed and forget those no longer ready, and the leader answers only
+partitions with news. A session error (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH,
+FETCH_SESSION_TOPIC_ID_ERROR) voids that answer and the next Fetch is full again; so does a lost
+connection.
+
 Replication throttles (`replication_quotas`): a partition the follower throttle names is left
 out of the Fetch while the follower's quota is exceeded and the replica is not in sync (its
 last answer left it behind the leader's HW); its appended bytes are recorded. When every
@@ -36,11 +43,12 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from epochlog.aio import wait_for
 from epochlog.broker.collaborators import BrokerEpochHolder
+from epochlog.broker.fetch_session import FetchSessionBuilder, PartitionParams
 from epochlog.broker.follower_rules import (
     FetchPhase,
     OutOfRangeAction,
@@ -76,6 +84,11 @@ _CONNECTION_ERRORS = (
     IncompatibleBrokerError,
     TimeoutError,
     OSError,
+)
+_SESSION_ERRORS = (
+    ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+    ErrorCode.INVALID_FETCH_SESSION_EPOCH,
+    ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR,
 )
 _APPEND_ERRORS = (StorageError, CorruptRecordError, InvalidRecordError, OSError)
 
@@ -127,6 +140,7 @@ class ReplicaFetcher:
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._connection: FramedConnection | None = None
+        self.session = FetchSessionBuilder()  # KIP-227 with the leader
 
     def __repr__(self) -> str:
         return f"ReplicaFetcher-{self.fetcher_id}({self.broker_id} <- {self.source_id})"
@@ -182,6 +196,7 @@ class ReplicaFetcher:
         await self._close()
 
     async def _close(self) -> None:
+        self.session.on_error()  # whatever the leader's session holds is unknown now
         connection, self._connection = self._connection, None
         if connection is not None:
             await connection.close()
@@ -281,7 +296,10 @@ class ReplicaFetcher:
             ready = [s for s in ready if s.phase is FetchPhase.FETCHING]
             if not ready:
                 return
-        request = self._fetch_request(version, ready)
+        wanted = {s.key: self._params(s, version) for s in ready}
+        by_key = {s.key: s for s in ready}
+        send, forget = self.session.build(wanted, version >= 13)
+        request = self._fetch_request(version, [by_key[k] for k in send], forget, wanted)
         if not await self.faults.before_send(ApiKey.FETCH, self.broker_id, self.source_id):
             log.info("%s: Fetch dropped by a fault rule", self)
             await asyncio.sleep(self.backoff_ms / 1000)
@@ -294,11 +312,11 @@ class ReplicaFetcher:
             timeout_ms=self.socket_timeout_ms + self.max_wait_ms,
         )
         now = _now_ms()
-        by_key = {s.key: s for s in ready}
         top_error = ErrorCode.of(response.error_code)
-        if top_error is not ErrorCode.NONE:
-            for state in ready:
-                self._on_error(state, top_error, now)
+        if not self.session.on_response(top_error, response.session_id if version >= 7 else 0):
+            if top_error not in _SESSION_ERRORS:  # a session error: the next Fetch is full
+                for state in ready:
+                    self._on_error(state, top_error, now)
             return
         out_of_range: list[PartitionFetchState] = []
         # The first batches of a new leader epoch change each partition's epoch cache: after a
@@ -327,35 +345,63 @@ class ReplicaFetcher:
         for state in out_of_range:
             await self._on_out_of_range(connection, state)
 
-    def _fetch_request(self, version: int, states: list[PartitionFetchState]) -> Any:
+    def _params(self, state: PartitionFetchState, version: int) -> PartitionParams:
+        partition = self.rm.get_partition(*state.key)
+        return PartitionParams(
+            fetch_offset=state.fetch_offset,
+            max_bytes=self.partition_max_bytes,
+            current_leader_epoch=state.current_leader_epoch,
+            last_fetched_epoch=state.last_fetched_epoch if version >= 12 else -1,
+            log_start_offset=partition.log_start_offset if partition else -1,
+        )
+
+    def _fetch_request(
+        self,
+        version: int,
+        states: list[PartitionFetchState],
+        forget: list[Hashable],
+        wanted: dict[Hashable, PartitionParams],
+    ) -> Any:
+        """The Fetch carrying `states` (all of them in a full fetch, the changed ones in an
+        incremental one) and forgetting `forget` (keys of partitions no longer fetched)."""
         R = m.FetchRequest
         topics: dict[str, Any] = {}
         for state in states:
-            partition = self.rm.get_partition(*state.key)
             topic = topics.get(state.topic)
             if topic is None:
-                topic_id = self.rm.topic_id_for_name(state.topic)
                 topic = topics[state.topic] = R.FetchTopic(topic=state.topic)
+                topic_id = self.rm.topic_id_for_name(state.topic)
                 if topic_id is not None:
                     topic.topic_id = topic_id
+            params = wanted[state.key]
             topic.partitions.append(
                 R.FetchPartition(
                     partition=state.partition,
-                    current_leader_epoch=state.current_leader_epoch,
-                    fetch_offset=state.fetch_offset,
-                    last_fetched_epoch=state.last_fetched_epoch if version >= 12 else -1,
-                    log_start_offset=partition.log_start_offset if partition else -1,
-                    partition_max_bytes=self.partition_max_bytes,
+                    current_leader_epoch=params.current_leader_epoch,
+                    fetch_offset=params.fetch_offset,
+                    last_fetched_epoch=params.last_fetched_epoch,
+                    log_start_offset=params.log_start_offset,
+                    partition_max_bytes=params.max_bytes,
                 )
             )
+        forgotten: dict[str, Any] = {}
+        for topic_name, index in forget:  # type: ignore[misc]
+            entry = forgotten.get(topic_name)
+            if entry is None:
+                entry = forgotten[topic_name] = R.ForgottenTopic(topic=topic_name)
+                topic_id = self.rm.topic_id_for_name(topic_name)
+                if topic_id is not None:
+                    entry.topic_id = topic_id
+            entry.partitions.append(index)
         request = R(
             max_wait_ms=self.max_wait_ms,
             min_bytes=self.min_bytes,
             max_bytes=self.response_max_bytes,
             isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
+            session_id=self.session.session_id,
+            session_epoch=self.session.epoch,
             topics=list(topics.values()),
+            forgotten_topics_data=list(forgotten.values()),
         )
         if version >= 15:
             request.replica_state = R.ReplicaState(

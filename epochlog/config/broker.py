@@ -71,6 +71,9 @@ DEFINITIONS: dict[str, Definition] = {
     "min.insync.replicas": Definition("int", 1, "", _at_least(1)),
     "replica.lag.time.max.ms": Definition("long", 30000, "", _at_least(1)),
     "replica.fetch.wait.max.ms": Definition("int", 500, "", _at_least(0)),
+    "max.incremental.fetch.session.cache.slots": Definition(
+        "int", 1000, "KIP-227 fetch sessions the broker keeps", _at_least(0)
+    ),
     "replica.fetch.min.bytes": Definition("int", 1, "", _at_least(1)),
     "replica.fetch.max.bytes": Definition("int", 1048576, "", _at_least(0)),
     "replica.fetch.response.max.bytes": Definition("int", 10485760, "", _at_least(0)),

@@ -129,6 +129,7 @@ class LogManager:
         # How many partitions each dir holds (where a new one goes), kept with _log_dir_of by
         # _place/_unplace: counting on every creation was quadratic (35 s for 6,667 partitions).
         self._dir_load: Counter[Path] = Counter()
+        self._checkpointed: dict[Path, dict[TopicPartition, int]] = {}  # last written, per file
         self._locks: dict[Path, int] = {}
         self.had_clean_shutdown: dict[Path, bool] = {}
         # Offline dirs -> why; and the offsets their logs had when they went offline.
@@ -619,11 +620,19 @@ class LogManager:
         return result
 
     def _write_checkpoint(self, path: Path, offsets: Mapping[TopicPartition, int]) -> None:
-        """Write one dir's checkpoint; an I/O error takes the dir offline instead of raising."""
+        """Write one dir's checkpoint; an I/O error takes the dir offline instead of raising.
+        What this manager last wrote there unchanged (an idle broker, every interval) is not
+        written again: each write is a temporary file, an fsync and a rename."""
+        content = dict(offsets)
+        if self._checkpointed.get(path) == content and path.exists():
+            return
+        self._checkpointed.pop(path, None)
         try:
-            OffsetCheckpointFile(path).write(offsets)
+            OffsetCheckpointFile(path).write(content)
         except OSError as exc:
             self.handle_io_error(path.parent, exc)
+            return
+        self._checkpointed[path] = content
 
     def flush_dirty_logs(self, now_ms: int) -> int:
         """Kafka's log flusher: fsync the logs whose flush.ms has passed; how many. An I/O

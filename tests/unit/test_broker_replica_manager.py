@@ -383,6 +383,47 @@ def test_a_parked_follower_fetch_is_read_again_only_when_its_partition_changed(
     assert result.error is ErrorCode.NONE and len(result.records) > 0
 
 
+def test_an_idle_follower_fetch_expires_without_a_second_read_and_with_the_current_hw(
+    tmp_path, monkeypatch
+):
+    from epochlog.broker import reads
+
+    rm = make_rm(tmp_path)
+    rm.apply_leader_and_isr(lai({0: [1, 2, 3]}), 6)
+    reads_done = []
+    real_read = reads.read_from_local_log
+
+    def counting_read(*args, **kwargs):
+        reads_done.append(args[1].replica_id)
+        return real_read(*args, **kwargs)
+
+    monkeypatch.setattr(reads, "read_from_local_log", counting_read)
+
+    def follower(replica_id, max_wait_ms):
+        return FetchParams(
+            replica_id, 55, max_wait_ms, min_bytes=1, max_bytes=10**6, isolation_level=0
+        )
+
+    async def scenario():
+        await append_records(
+            rm, timeout_ms=1000, required_acks=1, entries=[(("t", 0), batch(3))], version=9
+        )
+        parked = asyncio.ensure_future(
+            fetch_messages(rm, follower(2, 100), [PartitionFetch("t", 0, 3, 10**6)])
+        )
+        await asyncio.sleep(0.02)
+        assert not parked.done()
+        hw = rm.get_partition("t", 0).high_watermark
+        await fetch_messages(rm, follower(3, 0), [PartitionFetch("t", 0, 3, 10**6)])
+        assert rm.get_partition("t", 0).high_watermark == 3 != hw
+        return await asyncio.wait_for(parked, 2)
+
+    (result,) = asyncio.run(scenario())
+    assert reads_done == [2, 3]  # follower 2's one read, follower 3's; none at the expiry
+    assert result.error is ErrorCode.NONE and len(result.records) == 0
+    assert result.high_watermark == 3
+
+
 def test_the_read_state_of_a_consumer_fetch_includes_the_hw(tmp_path):
     from epochlog.broker.reads import read_state, same_read_state
 

@@ -28,6 +28,7 @@ from epochlog.broker.collaborators import (
     TransactionCoordinatorGateway,
     TransactionVerifier,
 )
+from epochlog.broker.fetch_session import FetchSessionCache
 from epochlog.broker.metadata_cache import BrokerEndpoint, MetadataCache
 from epochlog.broker.replica_manager import ReplicaManager
 from epochlog.config.broker import BrokerConfig
@@ -77,6 +78,7 @@ class BrokerServices:
     txn_verifier: TransactionVerifier | None = None  # KIP-890 (None: writes are not verified)
     config_store: DynamicConfigStore | None = None  # None: no config APIs (no ZooKeeper)
     client_quotas: ClientQuotas = field(default_factory=ClientQuotas)  # fed by config changes
+    fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)  # KIP-227
 
     @property
     def kip380_enabled(self) -> bool:

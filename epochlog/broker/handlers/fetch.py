@@ -8,9 +8,11 @@ sends each slice straight from its segment file. A READ_COMMITTED consumer reads
 last stable offset and gets the aborted transactions (producer id, first offset) overlapping
 what it may read; a READ_UNCOMMITTED one reads to the HW and gets a null list, as Kafka sends.
 
-Incremental fetch sessions (KIP-227) are not supported: every response has SessionId 0, which
-tells the client there is no session, so it sends full fetch requests (librdkafka, kafka-python
-and aiokafka all cope). Partitions that answer NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH
+Incremental fetch sessions (KIP-227, v7+; `fetch_session`): the request's SessionId and
+SessionEpoch pick a context; an incremental one reads every partition of the session and answers
+only those with something new; a session error answers the error with no partitions. librdkafka
+sends no session (id 0, epoch -1); kafka-python, the Java client and our followers open one.
+Partitions that answer NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH
 carry the leader this broker knows (CurrentLeader, v12+; NodeEndpoints, v16+). A consumer's
 Fetch below v10 on a topic whose compression.type is zstd answers UNSUPPORTED_COMPRESSION_TYPE,
 as Kafka does.
@@ -18,9 +20,18 @@ as Kafka does.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from epochlog.broker.client_quotas import ANONYMOUS_USER
+from epochlog.broker.fetch_session import (
+    FINAL_EPOCH,
+    INVALID_SESSION_ID,
+    ContextKind,
+    PartitionAnswer,
+    PartitionParams,
+    SessionKey,
+)
 from epochlog.broker.handlers.context import BrokerServices, ConnectionInfo
 from epochlog.broker.reads import (
     READ_COMMITTED,
@@ -29,7 +40,7 @@ from epochlog.broker.reads import (
     PartitionFetchResult,
     fetch_messages,
 )
-from epochlog.broker.replica_manager import ReplicaManager, known_topic_id
+from epochlog.broker.replica_manager import ReplicaManager, known_topic_id, now_ms
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import Request
 from epochlog.protocol.errors import ErrorCode
@@ -66,36 +77,92 @@ async def handle_fetch(
         max_bytes=max_bytes,
         isolation_level=body.isolation_level,
     )
-    requests: list[PartitionFetch] = []
+    keys_and_params: list[tuple[SessionKey, PartitionParams]] = []
     for topic in body.topics:
-        error = ErrorCode.NONE
-        if version >= 13:
-            topic_id = topic.topic_id
-            known = known_topic_id(topic_id)
-            name = rm.topic_name_for_id(known) if known is not None else None
-            if name is None:
-                name, error = "", ErrorCode.UNKNOWN_TOPIC_ID
-        else:
-            topic_id, name = None, topic.topic
+        topic_id, name = _topic_key(rm, version, topic.topic_id, topic.topic)
         for p in topic.partitions:
-            partition_error = error
-            if error is ErrorCode.NONE and replica_id < 0 and version < ZSTD_MIN_FETCH_VERSION:
-                partition_error = _old_consumer_error(rm, name, p.partition, version)
-            requests.append(
-                PartitionFetch(
-                    topic=name,
-                    partition=p.partition,
-                    fetch_offset=p.fetch_offset,
-                    max_bytes=p.partition_max_bytes,
-                    current_leader_epoch=p.current_leader_epoch,
-                    last_fetched_epoch=p.last_fetched_epoch,
-                    log_start_offset=p.log_start_offset,
-                    topic_id=topic_id,
-                    error=partition_error,
+            keys_and_params.append(
+                (
+                    (topic_id, name, p.partition),
+                    PartitionParams(
+                        p.fetch_offset,
+                        p.partition_max_bytes,
+                        p.current_leader_epoch,
+                        p.last_fetched_epoch,
+                        p.log_start_offset,
+                    ),
                 )
             )
+    forgotten: list[SessionKey] = []
+    if version >= 7:
+        for topic in body.forgotten_topics_data:
+            topic_id, name = _topic_key(rm, version, topic.topic_id, topic.topic)
+            forgotten.extend((topic_id, name, index) for index in topic.partitions)
+    sessions = services.fetch_sessions
+    now = now_ms()
+    context = sessions.new_context(
+        session_id=body.session_id if version >= 7 else INVALID_SESSION_ID,
+        epoch=body.session_epoch if version >= 7 else FINAL_EPOCH,
+        partitions=keys_and_params,
+        forgotten=forgotten,
+        privileged=replica_id >= 0,
+        uses_topic_ids=version >= 13,
+        now_ms=now,
+    )
+    if context.kind is ContextKind.ERROR:
+        return R(error_code=context.error, session_id=INVALID_SESSION_ID, responses=[])
+    requests: list[PartitionFetch] = []
+    for (topic_id, name, index), fetch in context.partitions:
+        error = ErrorCode.NONE
+        if version >= 13 and not name:
+            error = ErrorCode.UNKNOWN_TOPIC_ID
+        elif replica_id < 0 and version < ZSTD_MIN_FETCH_VERSION:
+            error = _old_consumer_error(rm, name, index, version)
+        requests.append(
+            PartitionFetch(
+                topic=name,
+                partition=index,
+                fetch_offset=fetch.fetch_offset,
+                max_bytes=fetch.max_bytes,
+                current_leader_epoch=fetch.current_leader_epoch,
+                last_fetched_epoch=fetch.last_fetched_epoch,
+                log_start_offset=fetch.log_start_offset,
+                topic_id=topic_id,
+                error=error,
+            )
+        )
     results = await fetch_messages(rm, params, requests)
-    return _response(services, body, version, results, connection.listener)
+    if context.kind is ContextKind.SESSIONLESS:  # librdkafka's every fetch: nothing to keep
+        return _response(services, body, version, INVALID_SESSION_ID, results, connection.listener)
+    session_id, carried = sessions.answer(
+        context,
+        [
+            PartitionAnswer(
+                r.error,
+                r.high_watermark,
+                r.last_stable_offset,
+                r.log_start_offset,
+                len(r.records),
+                r.diverging_epoch is not None,
+            )
+            for r in results
+        ],
+        now,
+    )
+    if len(carried) != len(results):
+        results = [results[i] for i in carried]
+    return _response(services, body, version, session_id, results, connection.listener)
+
+
+def _topic_key(
+    rm: ReplicaManager, version: int, topic_id: uuid.UUID, topic: str
+) -> tuple[uuid.UUID | None, str]:
+    """(topic id, name) of a requested topic: by id from v13 ("" when unknown), else by name."""
+    if version < 13:
+        return None, topic
+    known = known_topic_id(topic_id)
+    name = rm.topic_name_for_id(known) if known is not None else None
+    return topic_id, name or ""
 
 
 def _old_consumer_error(rm: ReplicaManager, topic: str, index: int, version: int) -> ErrorCode:
@@ -110,53 +177,51 @@ def _response(
     services: BrokerServices,
     body: Any,
     version: int,
+    session_id: int,
     results: list[PartitionFetchResult],
     listener: str,
 ) -> Any:
     cache = services.metadata_cache
     committed = body.isolation_level == READ_COMMITTED
     leaders: set[int] = set()
-    topics: list[Any] = []
-    position = 0
-    for topic in body.topics:
-        partitions = []
-        for _ in topic.partitions:
-            result = results[position]
-            position += 1
-            aborted: list[Any] | None = None
-            if committed:
-                aborted = [
-                    R.AbortedTransaction(producer_id=t.producer_id, first_offset=t.first_offset)
-                    for t in result.aborted_transactions or ()
-                ]
-            entry = R.PartitionData(
-                partition_index=result.request.partition,
-                error_code=result.error,
-                high_watermark=result.high_watermark,
-                last_stable_offset=result.last_stable_offset,
-                log_start_offset=result.log_start_offset,
-                aborted_transactions=aborted,
-                records=result.records,
-            )
-            if result.diverging_epoch is not None:
-                entry.diverging_epoch = R.EpochEndOffset(
-                    epoch=result.diverging_epoch.epoch,
-                    end_offset=result.diverging_epoch.end_offset,
-                )
-            if version >= 12 and result.error in _REDIRECT:
-                info = cache.partition(result.request.topic, result.request.partition)
-                if info is not None and info.leader >= 0:
-                    entry.current_leader = R.LeaderIdAndEpoch(
-                        leader_id=info.leader, leader_epoch=info.leader_epoch
-                    )
-                    leaders.add(info.leader)
-            partitions.append(entry)
-        topics.append(
-            R.FetchableTopicResponse(
-                topic=topic.topic, topic_id=topic.topic_id, partitions=partitions
-            )
+    topics: dict[tuple[uuid.UUID | None, str], Any] = {}
+    for result in results:
+        request = result.request
+        aborted: list[Any] | None = None
+        if committed:
+            aborted = [
+                R.AbortedTransaction(producer_id=t.producer_id, first_offset=t.first_offset)
+                for t in result.aborted_transactions or ()
+            ]
+        entry = R.PartitionData(
+            partition_index=request.partition,
+            error_code=result.error,
+            high_watermark=result.high_watermark,
+            last_stable_offset=result.last_stable_offset,
+            log_start_offset=result.log_start_offset,
+            aborted_transactions=aborted,
+            records=result.records,
         )
-    response = R(error_code=ErrorCode.NONE, session_id=0, responses=topics)
+        if result.diverging_epoch is not None:
+            entry.diverging_epoch = R.EpochEndOffset(
+                epoch=result.diverging_epoch.epoch,
+                end_offset=result.diverging_epoch.end_offset,
+            )
+        if version >= 12 and result.error in _REDIRECT:
+            info = cache.partition(request.topic, request.partition)
+            if info is not None and info.leader >= 0:
+                entry.current_leader = R.LeaderIdAndEpoch(
+                    leader_id=info.leader, leader_epoch=info.leader_epoch
+                )
+                leaders.add(info.leader)
+        topic_key = (request.topic_id, request.topic)
+        topic = topics.get(topic_key)
+        if topic is None:
+            topic = topics[topic_key] = R.FetchableTopicResponse(topic=request.topic)
+            if request.topic_id is not None:
+                topic.topic_id = request.topic_id
+        topic.partitions.append(entry)
+    response = R(error_code=ErrorCode.NONE, session_id=session_id, responses=list(topics.values()))
     if version >= 16:
         for broker_id in sorted(leaders):
             broker = cache.broker(broker_id)
