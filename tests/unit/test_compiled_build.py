@@ -5,6 +5,8 @@ hot-path module must load from its .py."""
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
+import subprocess
 
 from epochlog import _build
 
@@ -42,3 +44,28 @@ def test_check_reports_every_module(capsys):
     assert f"of {len(_build.COMPILED_MODULES)} hot-path modules compiled" in out
     for module in _build.COMPILED_MODULES:
         assert module in out
+
+
+def test_a_failed_compile_warns_and_leaves_no_extension_shadowing_a_source(
+    tmp_path, monkeypatch, capsys
+):
+    package = tmp_path / "epochlog"
+    package.mkdir()
+    (package / "varint.py").write_text("X = 1\n")
+    half_built = package / f"varint{importlib.machinery.EXTENSION_SUFFIXES[0]}"
+    half_built.write_bytes(b"not an extension")
+    monkeypatch.setattr(_build, "ROOT", tmp_path)
+    monkeypatch.setattr(_build, "BUILD_DIR", tmp_path / "build" / "mypyc")
+    monkeypatch.setattr(_build, "STAMP", tmp_path / "build" / "mypyc" / "stamp.txt")
+    monkeypatch.setattr(_build, "COMPILED_MODULES", ("epochlog.varint",))
+
+    def failing_compile(command, **kwargs):
+        half_built.write_bytes(b"still not an extension")
+        return subprocess.CompletedProcess(command, 1, "", "error: gcc not found")
+
+    monkeypatch.setattr(_build.subprocess, "run", failing_compile)
+    assert _build.build("0") is False
+    assert not half_built.exists() and not _build.STAMP.exists()
+    err = capsys.readouterr().err
+    assert "mypyc build failed" in err and "gcc not found" in err and "pure Python" in err
+    assert "gcc not found" in (tmp_path / "build" / "mypyc" / "build.log").read_text()
