@@ -7,14 +7,22 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: setup system-deps test test-slow chaos-soak test-kafka-python lint bench bench-groups bench-throughput bench-client bench-controller-moves bench-spark bench-compaction bench-transactions bench-efficiency demo clean
 
-setup: $(STAMP) system-deps
+setup: $(STAMP) system-deps $(COMPILED)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,spark]'
+	$(PY) -m pip install --quiet -e '.[dev,spark,build]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
+
+# The hot path compiled with mypyc (issue 20), again whenever one of its sources changes; a failed
+# compile warns and leaves pure Python (the marker stops it retrying on every make).
+COMPILED := build/mypyc/.attempted
+COMPILED_SOURCES := $(shell sed -n 's/^    "\(epochlog\.[a-z_.]*\)",$$/\1/p' epochlog/_build.py | tr . / | sed 's/$$/.py/')
+$(COMPILED): $(STAMP) epochlog/_build.py $(COMPILED_SOURCES)
+	$(PY) -m epochlog._build
+	mkdir -p build/mypyc && touch $(COMPILED)
 
 # Debian's ZooKeeper (for clusters) and kcat (an interop client), only when missing.
 system-deps:
@@ -74,4 +82,5 @@ demo: setup
 	$(PY) -m epochlog demo
 
 clean:
-	rm -rf $(VENV) .epochlog .pytest_cache .hypothesis
+	rm -rf $(VENV) .epochlog .pytest_cache .hypothesis build
+	find epochlog -name '*.so' -delete

@@ -8,6 +8,9 @@ fetches included) per record produced, and the leader's alone, measured over the
 a warm-up. `--profile DIR` samples the leader with py-spy during the timed run and prints where its
 time went (`bench/profiling.hotspots`).
 
+The brokers run whatever `python -m epochlog._build` compiled (printed first); to compare, run
+`python -m epochlog._build --clean` (pure Python) and build again.
+
 Run: `.venv/bin/python bench/produce_path.py [--messages 100000] [--rf 3 1] [--profile /tmp/p]`.
 """
 
@@ -29,6 +32,7 @@ import confluent_kafka  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from bench.profiling import PySpy, hotspots  # noqa: E402
+from epochlog import _build  # noqa: E402
 from epochlog.testing.cluster import LocalCluster  # noqa: E402
 
 RECORD = b"x" * 100
@@ -212,6 +216,8 @@ def main() -> None:
         os.environ["PYTHONPATH"] = os.pathsep.join(
             p for p in (site, os.environ.get("PYTHONPATH")) if p
         )
+    compiled = [m for m in _build.COMPILED_MODULES if _build.loaded_compiled(m)]
+    print(f"hot path: {len(compiled)} of {len(_build.COMPILED_MODULES)} modules compiled (mypyc)")
     with (
         tempfile.TemporaryDirectory(prefix="produce-path-") as directory,
         LocalCluster(directory, brokers=3) as cluster,

@@ -96,17 +96,19 @@ def append_to_leader(
         level = logging.WARNING if exc.error_code in _LOUD else logging.DEBUG
         log.log(level, "produce to %s-%d: %s", topic, index, exc)
         return ProducePartitionResult(exc.error_code, str(exc), record_errors=exc.record_errors)
-    except (PartitionError, StorageError) as exc:
-        level = logging.WARNING if exc.error_code in _LOUD else logging.DEBUG
-        log.log(level, "produce to %s-%d: %s", topic, index, exc)
-        return ProducePartitionResult(exc.error_code, str(exc))
-    except (CorruptRecordError, InvalidRecordError) as exc:
-        log.warning("produce to %s-%d: %s", topic, index, exc)
-        return ProducePartitionResult(exc.error_code, str(exc))
-    except OSError as exc:
-        log.error("produce to %s-%d: cannot write the log: %s", topic, index, exc)
-        rm.on_io_error(key, exc)  # its log dir goes offline (KIP-112)
-        return ProducePartitionResult(ErrorCode.KAFKA_STORAGE_ERROR, f"log write failed: {exc}")
+    except (PartitionError, StorageError) as failed:
+        level = logging.WARNING if failed.error_code in _LOUD else logging.DEBUG
+        log.log(level, "produce to %s-%d: %s", topic, index, failed)
+        return ProducePartitionResult(failed.error_code, str(failed))
+    except (CorruptRecordError, InvalidRecordError) as corrupt:
+        log.warning("produce to %s-%d: %s", topic, index, corrupt)
+        return ProducePartitionResult(corrupt.error_code, str(corrupt))
+    except OSError as io_error:
+        log.error("produce to %s-%d: cannot write the log: %s", topic, index, io_error)
+        rm.on_io_error(key, io_error)  # its log dir goes offline (KIP-112)
+        return ProducePartitionResult(
+            ErrorCode.KAFKA_STORAGE_ERROR, f"log write failed: {io_error}"
+        )
     if not result.duplicate:
         rm.on_leader_append(key, result.high_watermark_moved)
     return ProducePartitionResult(

@@ -19,6 +19,8 @@ import logging
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, Protocol
 
+from mypy_extensions import mypyc_attr
+
 log = logging.getLogger(__name__)
 
 
@@ -29,6 +31,8 @@ class TimerHandle(Protocol):
 Scheduler = Callable[[float, Callable[[], None]], TimerHandle]
 
 
+# Compiled by mypyc (epochlog._build); DelayedDeleteRecords and tests extend it uncompiled.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class DelayedOperation:
     """Subclasses implement `try_complete` (check, and call `force_complete` when done) and
     `on_complete`; `on_expiration` runs after an expiry's `on_complete`."""

@@ -206,10 +206,11 @@ def validate_partition_records(
         raise ProduceValidationError(
             ErrorCode.INVALID_RECORD, message, [(index, message) for index in exc.record_indexes]
         ) from None
-    except RecordsError as exc:
-        codec = header.compression
-        kind = "uncompressed" if codec is Compression.NONE else codec.name.lower()
-        message = f"{where}: {kind} batch: {exc}"
-        record_errors = [] if exc.record_index is None else [(exc.record_index, message)]
-        raise ProduceValidationError(exc.error_code, message, record_errors) from None
+    except RecordsError as invalid:
+        # not `codec`: that holds an int above, and compiled code would keep this one an int too
+        compression = header.compression
+        kind = "uncompressed" if compression is Compression.NONE else compression.name.lower()
+        message = f"{where}: {kind} batch: {invalid}"
+        record_errors = [] if invalid.record_index is None else [(invalid.record_index, message)]
+        raise ProduceValidationError(invalid.error_code, message, record_errors) from None
     return header

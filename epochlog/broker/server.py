@@ -54,7 +54,7 @@ import logging
 import socket
 import time
 from collections import deque
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from typing import Any, cast
 
 from epochlog.broker.client_quotas import ANONYMOUS_USER, client_throttles_itself
@@ -108,7 +108,9 @@ class KafkaServer:
             lambda: Connection(self, listener), host or None, port, reuse_address=True, backlog=512
         )
         self._servers.append(server)
-        bound = server.sockets[0].getsockname()[1]
+        # typeshed says a tuple; uvloop's Server holds a list (mypyc checks the declared type)
+        sockets: Sequence[socket.socket] = cast(Any, server).sockets
+        bound = sockets[0].getsockname()[1]
         log.info("listening for %s on %s:%d", listener, host or "*", bound)
         return bound
 
@@ -393,9 +395,9 @@ class Connection(asyncio.BufferedProtocol):
         handling: Awaitable[Any]
         try:
             handling = HANDLERS[api_key](self.server.services, request, self.info)
-        except Exception as exc:  # answered UNKNOWN_SERVER_ERROR by _answer, in order
+        except Exception as failure:  # answered UNKNOWN_SERVER_ERROR by _answer, in order
             failed: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-            failed.set_exception(exc)
+            failed.set_exception(failure)
             handling = failed
         if isinstance(handling, asyncio.Future):
             # Begun: its ordered work is done, its answer may wait for replication.
@@ -482,8 +484,8 @@ class Connection(asyncio.BufferedProtocol):
                 await send_segmented(self.transport, frame, self.wait_drained, mode)
             else:
                 self._queue_response(bytes(frame))
-        except SliceTruncatedError as exc:
-            log.warning("fetch response to %s cut short: %s", self.info.peer, exc)
+        except SliceTruncatedError as truncated:
+            log.warning("fetch response to %s cut short: %s", self.info.peer, truncated)
             self.close("log truncated during a fetch response")
             return
         except ProtocolError:

@@ -28,7 +28,7 @@ import enum
 import gzip
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 import cramjam
 import lz4.frame
@@ -174,7 +174,7 @@ def decompress_stream(
     payload: bytes | bytearray | memoryview,
     max_output: int,
     chunk_size: int = STREAM_CHUNK,
-) -> Iterator[bytes]:
+) -> Generator[bytes, None, None]:
     """The decompressed payload in chunks of at most `chunk_size` bytes, never more than
     `max_output` bytes in all: DecompressedSizeError as soon as there would be more,
     DecompressionError for input that does not decode."""

@@ -314,8 +314,8 @@ def _walk_stream(
                     )
     except DecompressedSizeError as exc:
         raise _invalid(f"{exc} (records walked: {walk.index})") from None
-    except DecompressionError as exc:
-        raise _corrupt(str(exc)) from None
+    except DecompressionError as undecodable:
+        raise _corrupt(str(undecodable)) from None
     finally:
         chunks.close()
     if pending:

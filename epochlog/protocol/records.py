@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from mypy_extensions import mypyc_attr
+
 from epochlog.protocol.compression import Compression, compress, decompress
 from epochlog.protocol.errors import CorruptRecordError, DecodeError, InvalidRecordError
 from epochlog.protocol.varint import (
@@ -282,6 +284,8 @@ def _encode_record(
     out += body
 
 
+# Compiled by mypyc (epochlog._build); the client's ProducerBatchBuilder extends it uncompiled.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class RecordBatchBuilder:
     """Builds one v2 batch from records appended in offset order (offsets relative to 0).
 
@@ -529,10 +533,11 @@ def decode_batch(
             ) from exc
     try:
         records = decode_records(payload, header, Record if maker is None else maker(header))
-    except (IndexError, UnicodeDecodeError, DecodeError) as exc:  # DecodeError: a varint > 10 B
+    # DecodeError: a varint > 10 B
+    except (IndexError, UnicodeDecodeError, DecodeError) as malformed:
         raise CorruptRecordError(
-            f"batch at offset {header.base_offset} has malformed records: {exc}"
-        ) from exc
+            f"batch at offset {header.base_offset} has malformed records: {malformed}"
+        ) from malformed
     return RecordBatch(header, records)
 
 
