@@ -7,6 +7,12 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: setup system-deps test test-slow chaos-soak test-kafka-python lint bench bench-groups bench-throughput bench-client bench-controller-moves bench-spark bench-compaction bench-transactions bench-efficiency demo clean
 
+# The hot path compiled with mypyc (issue 20), again whenever one of its sources changes; a failed
+# compile warns and leaves pure Python (the marker stops it retrying on every make).
+# (defined before `setup`: make expands a rule's prerequisites as it reads the rule)
+COMPILED := build/mypyc/.attempted
+COMPILED_SOURCES := $(shell sed -n 's/^    "\(epochlog\.[a-z_.]*\)",$$/\1/p' epochlog/_build.py | tr . / | sed 's/$$/.py/')
+
 setup: $(STAMP) system-deps $(COMPILED)
 
 $(STAMP): pyproject.toml
@@ -16,10 +22,6 @@ $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
-# The hot path compiled with mypyc (issue 20), again whenever one of its sources changes; a failed
-# compile warns and leaves pure Python (the marker stops it retrying on every make).
-COMPILED := build/mypyc/.attempted
-COMPILED_SOURCES := $(shell sed -n 's/^    "\(epochlog\.[a-z_.]*\)",$$/\1/p' epochlog/_build.py | tr . / | sed 's/$$/.py/')
 $(COMPILED): $(STAMP) epochlog/_build.py $(COMPILED_SOURCES)
 	$(PY) -m epochlog._build
 	mkdir -p build/mypyc && touch $(COMPILED)
