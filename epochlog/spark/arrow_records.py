@@ -151,6 +151,18 @@ def _range_mask(size: int, starts: np.ndarray, lengths: np.ndarray) -> np.ndarra
     return np.repeat(pattern, runs)
 
 
+def _equal_runs(starts: np.ndarray, sizes: np.ndarray) -> list[int]:
+    """Bounds [0, .., n] of the runs of ranges of one size at one stride (a run of one range
+    included)."""
+    n = len(starts)
+    if n <= 1:
+        return [0, n]
+    step = np.diff(starts)
+    changed = sizes[1:] != sizes[:-1]
+    changed[1:] |= step[1:] != step[:-1]
+    return [0, *(np.flatnonzero(changed) + 1).tolist(), n]
+
+
 def _gather(
     buf: np.ndarray, starts: np.ndarray, sizes: np.ndarray, offsets: np.ndarray
 ) -> np.ndarray:
@@ -161,13 +173,7 @@ def _gather(
     total = int(offsets[-1])
     if not total:
         return np.zeros(0, np.uint8)
-    if n > 1:
-        step = np.diff(starts)
-        changed = sizes[1:] != sizes[:-1]
-        changed[1:] |= step[1:] != step[:-1]
-        bounds = [0, *(np.flatnonzero(changed) + 1).tolist(), n]
-    else:
-        bounds = [0, n]
+    bounds = _equal_runs(starts, sizes)
     if len(bounds) > n // 16 + 8:  # no long runs: a mask is cheaper than many small copies
         return buf[_range_mask(len(buf), starts, sizes)]
     data = np.empty(total, np.uint8)
@@ -785,8 +791,27 @@ def _copy_ranges(
     if not total:
         return
     first = int(src_from[0])
-    nonempty = sizes > 0
-    out[_range_mask(len(out), to[nonempty], sizes[nonempty])] = data[first : first + total]
+    bounds = _equal_runs(to, sizes)
+    if len(bounds) > len(to) // 16 + 8:  # no long runs: one masked copy (as `_gather`)
+        nonempty = sizes > 0
+        out[_range_mask(len(out), to[nonempty], sizes[nonempty])] = data[first : first + total]
+        return
+    # Runs of equal size at one stride (rows of one layout): each a 2-d strided copy.
+    src = first
+    for a, b in zip(bounds[:-1], bounds[1:], strict=False):
+        size = int(sizes[a])
+        if not size:
+            continue
+        at = int(to[a])
+        m = b - a
+        if m == 1:
+            out[at : at + size] = data[src : src + size]
+        else:
+            rows = np.lib.stride_tricks.as_strided(
+                out[at:], shape=(m, size), strides=(int(to[a + 1]) - at, 1)
+            )
+            rows[...] = data[src : src + m * size].reshape(m, size)
+        src += m * size
 
 
 def _finish_batch(
