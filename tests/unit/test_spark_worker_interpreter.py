@@ -148,3 +148,45 @@ def test_the_worker_script_is_made_once_per_interpreter(tmp_path: Path) -> None:
     first = worker_script_for(sys.executable)
     assert first != sys.executable and Path(first).read_text().count(sys.executable) == 1
     assert worker_script_for(sys.executable) == first
+
+
+class _Conf:
+    def get(self, key: str, default: object = None) -> object:
+        return default
+
+
+class _Context:
+    def __init__(self, python: str) -> None:
+        self.pythonExec = python  # noqa: N815 - pyspark's attribute name
+
+    def getConf(self) -> _Conf:  # noqa: N802 - pyspark's method name
+        return _Conf()
+
+
+class _Session:
+    """A session whose registration records the interpreter pyspark would capture."""
+
+    def __init__(self, python: str) -> None:
+        self.sparkContext = _Context(python)  # noqa: N815 - pyspark's attribute name
+        self.dataSource = self  # noqa: N815 - pyspark's attribute name
+        self.registered_with: list[str] = []
+
+    def register(self, data_source: type) -> None:
+        self.registered_with.append(self.sparkContext.pythonExec)
+
+
+def test_registration_runs_the_drivers_interpreter_through_the_script(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from epochlog.spark.worker_interpreter import register_with_worker_python, worker_script_for
+
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)  # chosen by the user: kept, wrapped
+    session = _Session(sys.executable)
+    choice = register_with_worker_python(session, int)
+    assert session.registered_with == [worker_script_for(sys.executable)] == [choice.python]
+    assert session.sparkContext.pythonExec == sys.executable  # swapped for the call only
+    other = "/nonexistent/other-env/bin/python"
+    monkeypatch.setenv("PYSPARK_PYTHON", other)
+    session = _Session(other)
+    register_with_worker_python(session, int)
+    assert session.registered_with == [other]  # another environment: as chosen
