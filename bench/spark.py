@@ -41,9 +41,13 @@ each of epochlog and Parquet, untimed: the first streaming query of a session pa
 warm-up of the streaming path, which no timed round should carry); the table shows medians and
 ratios to the Parquet anchors (targets below the table). Timings are reported, never asserted.
 
-With --worker-python, Spark's Python workers run through `epochlog.spark.worker_python()`
+With --worker-python, all of Spark's Python workers run through `epochlog.spark.worker_python()`
 (PYSPARK_PYTHON: pyspark imported from the installed package instead of compiled from
 pyspark.zip in every process Spark starts, such as the source runner of each streaming query).
+Without it, `register(spark)` does that for format("epochlog") (and the bench's floor sources)
+alone, since PYSPARK_PYTHON here is this interpreter (`worker_interpreter.use_worker_script`).
+`make bench-spark` runs `make setup` first, which compiles epochlog's bytecode (with
+PYTHONDONTWRITEBYTECODE set, a process importing epochlog compiles it otherwise).
 
     .venv/bin/python bench/spark.py [--rows 500000] [--repeat 3] [--worker-python]
         [--batch-rows 100000] [--steady-only] [--latency-seconds 20]
@@ -232,6 +236,7 @@ def run(console: Console, cluster: LocalCluster, work: Path, args: argparse.Name
     from pyspark.sql import SparkSession
 
     from epochlog.spark import register
+    from epochlog.spark.worker_interpreter import register_with_worker_python
 
     with console.status("starting Spark local[2] ..."):
         spark = (
@@ -245,8 +250,11 @@ def run(console: Console, cluster: LocalCluster, work: Path, args: argparse.Name
         )
         spark.sparkContext.setLogLevel("ERROR")
         register(spark)
-        spark.dataSource.register(one_row_source())
-        spark.dataSource.register(arrow_floor_source(args.rows, args.partitions))
+        # The floors are registered as register() registers format("epochlog") (through
+        # worker_python's script when the workers run this interpreter), so they measure what
+        # Spark costs a Python source set up the same way.
+        register_with_worker_python(spark, one_row_source())
+        register_with_worker_python(spark, arrow_floor_source(args.rows, args.partitions))
     bootstrap = cluster.bootstrap_servers
     n = args.rows
     # 16-byte key, 100-byte value: the same rows in every case
@@ -448,7 +456,7 @@ def run(console: Console, cluster: LocalCluster, work: Path, args: argparse.Name
         "streaming read: epochlog (AvailableNow)": "streaming read: Parquet (AvailableNow)",
         STEADY_LOG: STEADY_PARQUET,
     }
-    workers = "worker_python()" if args.worker_python else "plain PYSPARK_PYTHON"
+    workers = "worker_python()" if args.worker_python else "PYSPARK_PYTHON=sys.executable"
     table = Table(
         title=f"Spark data source, {n:,} rows of 116 bytes, local[2], 1 broker, {workers}"
     )

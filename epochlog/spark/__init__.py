@@ -4,9 +4,10 @@ It mirrors Spark's built-in Kafka source and sink (same schema, same option name
 `source` for the entry point and README.md for the reference pipeline. Needs pyspark >= 4.2
 (admission control and Trigger.AvailableNow for Python sources) and pyarrow.
 
-Optional, before the session starts: `os.environ["PYSPARK_PYTHON"] = worker_python()` spares
-every Python process Spark starts (one per streaming query for a Python source) compiling
-pyspark from its zip, about 1.2 s a query here (`worker_python`).
+`register(spark)` runs the source's Python processes through `worker_python()`'s script when
+they run the driver's own interpreter, sparing each (one per streaming query for a Python
+source) compiling pyspark from its zip, about 1 s a query here. For all of Spark's Python
+workers (UDFs too), before the session starts: `os.environ["PYSPARK_PYTHON"] = worker_python()`.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ def register(spark: Any) -> None:
     spark.network.timeout as kafkaConsumer.pollTimeoutMs's default (as Spark's Kafka source).
     With no PYSPARK_PYTHON set and a `python3` on PATH that is not this interpreter (a
     virtualenv's python run without activating it), the source's workers run this interpreter
-    (`worker_interpreter`)."""
+    (`worker_interpreter`); when they run the driver's interpreter, they run it through
+    `worker_python()`'s script (pyspark from its bytecode)."""
     from epochlog.spark.worker_interpreter import register_with_worker_python
 
     source: type[EpochlogDataSource] = EpochlogDataSource

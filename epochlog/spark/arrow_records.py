@@ -61,7 +61,7 @@ _CRC = struct.Struct(">I")
 _ATTRIBUTES = struct.Struct(">h")  # the batch attributes, right after the CRC
 _ATTRIBUTES_OFFSET = 21
 _TRANSACTIONAL_BIT = 0x10
-_PAD = 16  # zero bytes after the records, so vectorised varint reads never run off the end
+_PAD = 16  # zero bytes after joined records, so the 16-byte record heads never run off the end
 _ZIGZAG_1 = [(b >> 1) ^ -(b & 1) for b in range(128)]
 
 
@@ -78,8 +78,9 @@ def _read_varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndar
         return (v >> 1) ^ -(v & 1), 1
     value = (b & 0x7F).astype(np.int64)
     size = np.ones(len(pos), np.int64)
+    last = len(buf) - 1  # reads past the end (only for records that end there) are clamped
     for j in range(1, 9):  # up to 9 bytes: 63 bits, within int64
-        b = buf[pos + j]
+        b = buf[np.minimum(pos + j, last)]
         value |= np.where(active, (b & 0x7F).astype(np.int64) << (7 * j), 0)
         size += active
         active &= b >= 128
@@ -93,8 +94,9 @@ def _read_long_varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np
     value = np.zeros(len(pos), np.uint64)
     size = np.zeros(len(pos), np.int64)
     active = np.ones(len(pos), bool)
+    last = len(buf) - 1
     for j in range(10):
-        b = buf[pos + j].astype(np.uint64)
+        b = buf[np.minimum(pos + j, last)].astype(np.uint64)
         value |= np.where(active, (b & np.uint64(0x7F)) << np.uint64(7 * j), np.uint64(0))
         size += active
         active &= b >= 128
@@ -151,6 +153,18 @@ def _range_mask(size: int, starts: np.ndarray, lengths: np.ndarray) -> np.ndarra
     return np.repeat(pattern, runs)
 
 
+def _equal_runs(starts: np.ndarray, sizes: np.ndarray) -> list[int]:
+    """Bounds [0, .., n] of the runs of ranges of one size at one stride (a run of one range
+    included)."""
+    n = len(starts)
+    if n <= 1:
+        return [0, n]
+    step = np.diff(starts)
+    changed = sizes[1:] != sizes[:-1]
+    changed[1:] |= step[1:] != step[:-1]
+    return [0, *(np.flatnonzero(changed) + 1).tolist(), n]
+
+
 def _gather(
     buf: np.ndarray, starts: np.ndarray, sizes: np.ndarray, offsets: np.ndarray
 ) -> np.ndarray:
@@ -161,13 +175,7 @@ def _gather(
     total = int(offsets[-1])
     if not total:
         return np.zeros(0, np.uint8)
-    if n > 1:
-        step = np.diff(starts)
-        changed = sizes[1:] != sizes[:-1]
-        changed[1:] |= step[1:] != step[:-1]
-        bounds = [0, *(np.flatnonzero(changed) + 1).tolist(), n]
-    else:
-        bounds = [0, n]
+    bounds = _equal_runs(starts, sizes)
     if len(bounds) > n // 16 + 8:  # no long runs: a mask is cheaper than many small copies
         return buf[_range_mask(len(buf), starts, sizes)]
     data = np.empty(total, np.uint8)
@@ -228,7 +236,7 @@ class DecodedColumns:
 
 @dataclass
 class _Batch:
-    payload_at: int  # where its records start in the joined payload
+    payload_at: int  # where its records start in the buffer decoded (joined or in place)
     count: int
     base_offset: int
     base_timestamp: int
@@ -289,6 +297,7 @@ def decode_fetch(
     `aborted` is the response's (producer id, first offset) pairs. See the module docstring."""
     batches: list[_Batch] = []
     payloads: list[bytes | memoryview] = []
+    in_place: list[int] = []  # where each payload starts in `data`, while all are uncompressed
     next_offset = fetch_offset
     last_epoch = -1
     at = 0
@@ -330,6 +339,8 @@ def decode_fetch(
             )
             payloads.append(payload)
             at += len(payload)
+            if header.compression is Compression.NONE:
+                in_place.append(start_of_batch + BATCH_HEADER_SIZE)
     if not batches:
         empty = np.zeros(0, np.int64)
         return DecodedColumns(
@@ -342,7 +353,13 @@ def decode_fetch(
             next_offset,
             last_epoch,
         )
-    joined = b"".join([*payloads, bytes(_PAD)])  # padded: see _PAD
+    if isinstance(data, bytes) and len(in_place) == len(batches):
+        # Uncompressed: the records are read where they are in the fetched bytes (no copy).
+        joined = data
+        for b, start in zip(batches, in_place, strict=True):
+            b.payload_at = start
+    else:
+        joined = b"".join([*payloads, bytes(_PAD)])  # padded: see _PAD
     try:
         return _decode_records(
             joined,
@@ -380,7 +397,7 @@ def _record_starts(
             guess = np.arange(pos, pos + stride * m, stride, dtype=np.int64)
             same = buf[guess] == joined[pos]
             for j in range(1, body - pos):
-                same &= buf[guess + j] == joined[pos + j]
+                same &= buf[np.minimum(guess + j, len(buf) - 1)] == joined[pos + j]
             wrong = np.flatnonzero(~same)
             k = int(wrong[0]) + 1 if len(wrong) else m  # guess[:k] are record starts
             parts.append(guess[:k])
@@ -435,8 +452,16 @@ def _record_heads(
     all lie in its first 16 bytes (read them from the records then)."""
     n = len(starts)
     heads = np.zeros(n * _HEAD + _PAD, np.uint8)  # padded: see _PAD
-    items = np.ndarray((len(joined) - _HEAD + 1,), f"V{_HEAD}", buffer=joined, strides=(1,))
-    heads[: n * _HEAD].view(f"V{_HEAD}")[:] = items[starts]
+    # Records starting in the buffer's last 16 bytes (read in place, it has no padding) are
+    # copied as far as the buffer goes; zeros follow them.
+    whole = int(np.searchsorted(starts, len(joined) - _HEAD, "right"))
+    items = np.ndarray(
+        (max(0, len(joined) - _HEAD + 1),), f"V{_HEAD}", buffer=joined, strides=(1,)
+    )
+    heads[: whole * _HEAD].view(f"V{_HEAD}")[:] = items[starts[:whole]]
+    for i in range(whole, n):
+        tail = np.frombuffer(joined, np.uint8)[int(starts[i]) :]
+        heads[i * _HEAD : i * _HEAD + len(tail)] = tail
     rows = np.arange(0, n * _HEAD, _HEAD, dtype=np.int64)
     try:
         length, length_size, ts_delta, offset_delta, key_len, key_at = _record_fields(heads, rows)
@@ -785,8 +810,27 @@ def _copy_ranges(
     if not total:
         return
     first = int(src_from[0])
-    nonempty = sizes > 0
-    out[_range_mask(len(out), to[nonempty], sizes[nonempty])] = data[first : first + total]
+    bounds = _equal_runs(to, sizes)
+    if len(bounds) > len(to) // 16 + 8:  # no long runs: one masked copy (as `_gather`)
+        nonempty = sizes > 0
+        out[_range_mask(len(out), to[nonempty], sizes[nonempty])] = data[first : first + total]
+        return
+    # Runs of equal size at one stride (rows of one layout): each a 2-d strided copy.
+    src = first
+    for a, b in zip(bounds[:-1], bounds[1:], strict=False):
+        size = int(sizes[a])
+        if not size:
+            continue
+        at = int(to[a])
+        m = b - a
+        if m == 1:
+            out[at : at + size] = data[src : src + size]
+        else:
+            rows = np.lib.stride_tricks.as_strided(
+                out[at:], shape=(m, size), strides=(int(to[a + 1]) - at, 1)
+            )
+            rows[...] = data[src : src + m * size].reshape(m, size)
+        src += m * size
 
 
 def _finish_batch(

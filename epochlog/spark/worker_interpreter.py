@@ -14,6 +14,13 @@ Two answers, one for each side:
   is registered with the driver's interpreter (`sys.executable`); only this registration, the
   user's UDFs keep what Spark gives them. An interpreter the user chose is kept as it is.
   `worker_python_choice` is that decision, without I/O.
+- Speed: when the chosen interpreter is the driver's own environment and pyspark is the installed
+  package (pip's SPARK_HOME), the registration runs it through `worker_python`'s script, which
+  drops the installed pyspark's zip (a bytecode-less copy of its sources) from the workers'
+  PYTHONPATH: the same pyspark, imported from cached bytecode instead of compiled in every
+  process Spark starts (a streaming query's source runner is a fresh process per query: about
+  1 s of a Trigger.AvailableNow run here). `use_worker_script` decides; with another Spark
+  installation (SPARK_HOME not the package) the script would change nothing, so it is not used.
 - Worker (`require_worker_modules`, first thing in every EpochlogDataSource method): the modules
   the data source needs are imported there, and a missing one is an error that names the
   interpreter, the module and PYSPARK_PYTHON / spark.pyspark.python, instead of the bare
@@ -87,6 +94,27 @@ def worker_python_choice(
     )
 
 
+def use_worker_script(python: str, driver_python: str, installed_zip: str | None) -> bool:
+    """Whether the data source's workers should run `python` through `worker_python`'s script
+    (module docstring): only for the driver's own environment, whose pyspark is the installed
+    package with its zip. `python` is resolved (an absolute path)."""
+    return installed_zip is not None and python_environment(python) == python_environment(
+        driver_python
+    )
+
+
+_worker_scripts: dict[str, str] = {}  # interpreter -> its script, one per driver process
+
+
+def worker_script_for(python: str) -> str:
+    """The `worker_python` script running `python` (made once per process and interpreter)."""
+    from epochlog.spark.worker_python import worker_python
+
+    if python not in _worker_scripts:
+        _worker_scripts[python] = worker_python(python)
+    return _worker_scripts[python]
+
+
 def choose_for(spark: Any) -> WorkerPythonChoice:
     """`worker_python_choice` for a running SparkSession, in this (the driver's) process."""
     context = spark.sparkContext
@@ -109,8 +137,17 @@ def register_with_worker_python(spark: Any, data_source: type) -> WorkerPythonCh
         spark.dataSource.register(data_source)
         return WorkerPythonChoice("", "no SparkContext in this process (Spark Connect): as is")
     choice = choose_for(spark)
+    from epochlog.spark.worker_python import installed_pyspark_zip
+
+    python = choice.python
+    resolved = shutil.which(python) or python
+    if use_worker_script(resolved, sys.executable, installed_pyspark_zip()):
+        python = worker_script_for(resolved)
+        choice = WorkerPythonChoice(
+            python, f"{choice.reason}; run through {python} (pyspark from its bytecode)"
+        )
     before = context.pythonExec
-    context.pythonExec = choice.python
+    context.pythonExec = python
     try:
         spark.dataSource.register(data_source)
     finally:

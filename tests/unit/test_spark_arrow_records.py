@@ -269,6 +269,37 @@ def test_encoding_any_rows_round_trips(rows, max_bytes) -> None:
     assert got.offsets.tolist() == list(range(len(rows)))
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(1, 300),  # rows in the run
+            st.none() | st.integers(0, 140),  # key size of the run (None: null keys)
+            st.none() | st.integers(0, 140),  # value size of the run
+        ),
+        max_size=6,
+    ),
+    st.integers(1, 2),
+)
+def test_runs_of_equal_sized_rows_round_trip(runs, timestamps) -> None:
+    """Runs of rows of one layout are copied as 2-d strided blocks (`_copy_ranges`); long runs
+    and short ones, nulls, empty values and one or many timestamps all come back as given."""
+    rows = []
+    for count, key_size, value_size in runs:
+        for i in range(count):
+            key = None if key_size is None else bytes([i % 251]) * key_size
+            value = None if value_size is None else bytes([(7 * i) % 251]) * value_size
+            rows.append((key, value))
+    keys = pa.array([k for k, _ in rows], pa.binary())
+    values = pa.array([v for _, v in rows], pa.binary())
+    stamps = 42 if timestamps == 1 else np.arange(len(rows), dtype=np.int64) * 1000
+    batches = encode_records(keys, values, stamps, max_batch_bytes=20_000)
+    expected = [
+        (42 if timestamps == 1 else i * 1000, k, v, []) for i, (k, v) in enumerate(rows)
+    ]
+    assert encoded_records(batches) == expected
+
+
 def test_string_columns_sliced_arrays_and_headers_encode() -> None:
     values = pa.array(["a", "bb", None, "dddd"]).slice(1)
     keys = pa.array(["x", None, "z", "w"], pa.string()).slice(1)

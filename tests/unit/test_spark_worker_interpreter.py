@@ -124,3 +124,69 @@ def test_without_a_spark_context_the_source_is_registered_as_is() -> None:
     session = _ConnectLikeSession()
     choice = register_with_worker_python(session, int)
     assert session.registered == [int] and "Spark Connect" in choice.reason
+
+
+def test_the_drivers_own_environment_runs_through_the_worker_script(tmp_path: Path) -> None:
+    from epochlog.spark.worker_interpreter import use_worker_script
+
+    driver = venv(tmp_path / "driver")
+    other = venv(tmp_path / "other")
+    zip_path = str(tmp_path / "pyspark.zip")
+    assert use_worker_script(driver, driver, zip_path)
+    # another environment's pyspark may not be the installed one whose zip the script drops
+    assert not use_worker_script(other, driver, zip_path)
+    # no installed pyspark with a zip (another SPARK_HOME): the script would change nothing
+    assert not use_worker_script(driver, driver, None)
+
+
+def test_the_worker_script_is_made_once_per_interpreter(tmp_path: Path) -> None:
+    from epochlog.spark.worker_interpreter import worker_script_for
+    from epochlog.spark.worker_python import installed_pyspark_zip
+
+    if installed_pyspark_zip() is None:
+        pytest.fail("the test environment's pyspark is expected to be the installed package")
+    first = worker_script_for(sys.executable)
+    assert first != sys.executable and Path(first).read_text().count(sys.executable) == 1
+    assert worker_script_for(sys.executable) == first
+
+
+class _Conf:
+    def get(self, key: str, default: object = None) -> object:
+        return default
+
+
+class _Context:
+    def __init__(self, python: str) -> None:
+        self.pythonExec = python  # noqa: N815 - pyspark's attribute name
+
+    def getConf(self) -> _Conf:  # noqa: N802 - pyspark's method name
+        return _Conf()
+
+
+class _Session:
+    """A session whose registration records the interpreter pyspark would capture."""
+
+    def __init__(self, python: str) -> None:
+        self.sparkContext = _Context(python)  # noqa: N815 - pyspark's attribute name
+        self.dataSource = self  # noqa: N815 - pyspark's attribute name
+        self.registered_with: list[str] = []
+
+    def register(self, data_source: type) -> None:
+        self.registered_with.append(self.sparkContext.pythonExec)
+
+
+def test_registration_runs_the_drivers_interpreter_through_the_script(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from epochlog.spark.worker_interpreter import register_with_worker_python, worker_script_for
+
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)  # chosen by the user: kept, wrapped
+    session = _Session(sys.executable)
+    choice = register_with_worker_python(session, int)
+    assert session.registered_with == [worker_script_for(sys.executable)] == [choice.python]
+    assert session.sparkContext.pythonExec == sys.executable  # swapped for the call only
+    other = "/nonexistent/other-env/bin/python"
+    monkeypatch.setenv("PYSPARK_PYTHON", other)
+    session = _Session(other)
+    register_with_worker_python(session, int)
+    assert session.registered_with == [other]  # another environment: as chosen
