@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from epochlog.testing.chaos import netfaults
+from epochlog.testing.chaos import netfaults, runner
 from epochlog.testing.chaos.faults import FAULTS, ChaosContext, FaultError, fault_kinds
 from epochlog.testing.chaos.history import History
 from epochlog.testing.chaos.runner import network_unavailable
@@ -151,6 +151,33 @@ def test_zk_node_lost_needs_an_ensemble_and_restarts_the_node_it_killed() -> Non
     assert all(s.running for s in servers) and down[0].starts == 1
 
 
-def test_network_unavailable_gives_a_reason_or_none() -> None:
-    reason = network_unavailable()
-    assert reason is None or "root" in reason or "ip" in reason or "tun" in reason
+def test_without_root_network_faults_are_unavailable_with_the_reason(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(runner.os, "geteuid", lambda: 1000)
+    assert network_unavailable() == "network namespaces need root (run as root, as CI does)"
+
+
+def test_a_bad_ensemble_size_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    config = runner.ChaosConfig(seed=1, zk_ensemble=2, out=tmp_path)
+    with pytest.raises(ValueError, match="--zk-ensemble 2"):
+        runner.run(config)
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_call_past_its_stall_limit_is_abandoned_and_one_within_returns_or_raises() -> None:
+    import threading
+
+    from epochlog.testing.chaos.workloads import ClientStall, call_with_stall_limit
+
+    release = threading.Event()
+    with pytest.raises(ClientStall, match="send_offsets still blocked after 0 s"):
+        call_with_stall_limit(lambda: release.wait() and None, 0.05, "send_offsets")
+    release.set()
+    call_with_stall_limit(lambda: None, 5, "quick")
+
+    def fails() -> None:
+        raise KeyError("from the client")
+
+    with pytest.raises(KeyError, match="from the client"):
+        call_with_stall_limit(fails, 5, "failing")

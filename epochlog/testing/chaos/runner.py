@@ -201,6 +201,7 @@ def run(config: ChaosConfig, log: Callable[[str], None] = print) -> RunResult:
         say("faults over: stopping the writers")
         history.load_end_s = history.now()
         notes += wl.stop_all(workloads, lambda w: not isinstance(w, wl.CkReader))
+        notes += [f"{txn_loop.name}: {stall}" for stall in txn_loop.stalls]
         say("writers stopped")
         quiet = _quiesce(ctx, config.quiesce_timeout_s)
         say("quiesced: every ISR whole" if quiet else f"NOT quiesced: {_unhealthy(ctx)}")
@@ -221,7 +222,7 @@ def run(config: ChaosConfig, log: Callable[[str], None] = print) -> RunResult:
         _final_reads(history, bootstrap, topics, notes)
         say(f"final reads: {sum(len(r) for r in history.final_reads.values())} records")
     finally:
-        wl.stop_all(workloads)
+        wl.stop_all(workloads, timeout_s=5.0)  # normally stopped already; stuck ones noted
         history.duration_s = history.now()
         if zk.net is not None:
             with contextlib.suppress(Exception):
