@@ -490,7 +490,8 @@ class TxnLoop(Workload):
     ) -> None:
         super().__init__(name, history, bootstrap)
         self.partitions = partitions
-        # librdkafka's transaction debug log (its "eos" context), for a loop that gets stuck
+        # librdkafka's transaction and broker debug log ("eos,broker": the coordinator lookups
+        # are logged under "broker"), for a loop that gets stuck
         self.client_logger: logging.Logger | None = None
         if client_log is not None:
             self.client_logger = logging.getLogger(f"chaos.ctp.{id(self)}")
@@ -514,7 +515,7 @@ class TxnLoop(Workload):
                 "transaction.timeout.ms": 20000,
                 "message.timeout.ms": 20000,
                 **(
-                    {"debug": "eos", "log_level": 7, "logger": self.client_logger}
+                    {"debug": "eos,broker", "log_level": 7, "logger": self.client_logger}
                     if self.client_logger is not None
                     else {}
                 ),
