@@ -51,7 +51,7 @@ test-slow: setup
 
 # The chaos soak (issue 19): 20 seeds x 60 s of random faults, each on a fresh local cluster.
 chaos-soak: setup system-deps
-	$(PY) -m epochlog chaos --seeds 20 --duration 60 --out .epochlog/chaos
+	$(PY) -m epochlog chaos --seeds 20 --duration 60 --zk-ensemble 3 --out .epochlog/chaos
 
 # kafka-python's own integration tests (its sdist, downloaded into .epochlog/) against a local cluster.
 test-kafka-python: setup system-deps

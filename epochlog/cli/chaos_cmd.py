@@ -8,6 +8,7 @@ arguments. The arguments are defined here, once; the harness's own entry point u
 
     epochlog chaos --duration 60 --seed 7 [--brokers 3..5] [--faults kill-leader,pause]
     epochlog chaos --seeds 20 --duration 60          # soak: seeds 0..19
+    epochlog chaos --seed 7 --zk-ensemble 3          # a 3-node ZooKeeper ensemble
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seeds", type=int, default=1, help="soak: this many seeds in a row")
     parser.add_argument("--brokers", type=int, default=3, help="3 to 5")
     parser.add_argument("--partitions", type=int, default=3, help="of each chaos topic")
+    parser.add_argument(
+        "--zk-ensemble", type=int, default=1, help="ZooKeeper servers: 1 or an odd ensemble (3)"
+    )
     parser.add_argument("--faults", help="comma-separated fault kinds (default: all)")
     parser.add_argument("--out", default="chaos-runs", help="directory for runs (chaos-runs)")
     parser.add_argument(
@@ -61,6 +65,7 @@ def to_argv(args: argparse.Namespace) -> list[str]:
         "--seeds", str(args.seeds),
         "--brokers", str(args.brokers),
         "--partitions", str(args.partitions),
+        "--zk-ensemble", str(args.zk_ensemble),
         "--out", args.out,
     ]  # fmt: skip
     if args.faults:

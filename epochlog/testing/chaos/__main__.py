@@ -42,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
         fault_kinds(faults)
         if not 3 <= args.brokers <= 5:
             raise ValueError(f"--brokers {args.brokers}: 3 to 5")
+        if args.zk_ensemble < 1 or args.zk_ensemble % 2 == 0:
+            raise ValueError(f"--zk-ensemble {args.zk_ensemble}: 1 or an odd number")
         if args.duration <= 0 or args.seeds < 1:
             raise ValueError(f"--duration {args.duration} and --seeds {args.seeds} must be > 0")
         broker_config = {}
@@ -63,12 +65,17 @@ def main(argv: list[str] | None = None) -> int:
             out=Path(args.out),
             partitions=args.partitions,
             broker_config=broker_config,
+            zk_ensemble=args.zk_ensemble,
         )
         result = run(config, log=console.print)
         save_history(result)
         png = timeline_png(result, result.directory / "timeline.png")
-        console.print(f"seed {seed}: {png}")
         results.append(result)
+        console.print(
+            f"[bold]progress: seed {seed} done ({len(results)}/{args.seeds}): "
+            f"{result.result.acknowledged} acknowledged, {len(result.result.findings)} "
+            f"anomalies[/], {png}"
+        )
     report(console, results)
     return 1 if any(not r.result.ok for r in results) else 0
 

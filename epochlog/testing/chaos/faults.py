@@ -56,6 +56,10 @@ class ChaosContext:
     # topics faults created that the final read must cover: name -> (partitions, committed)
     extra_topics: dict[str, tuple[int, bool]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # what the report should mention
+    net: Any = None  # the run's NetLab when the cluster runs in network namespaces
+    broker_nodes: dict[int, str] = field(default_factory=dict)  # broker id -> its lab node
+    zk_nodes: list[str] = field(default_factory=list)  # the ZooKeeper servers' lab nodes
+    zk_servers: list[Any] = field(default_factory=list)  # ZooKeeperServer, one per server
 
     @property
     def session_timeout_s(self) -> float:
@@ -347,23 +351,29 @@ class SessionExpiry(Fault):
 
 @register
 class ZooKeeperRestart(Fault):
-    """ZooKeeper stopped for a few seconds, then started again."""
+    """ZooKeeper (every server of an ensemble) stopped for a few seconds, then started again."""
 
     kind = "zk-restart"
     hold_s = (1.0, 4.0)
 
     def usable(self, ctx: ChaosContext) -> bool:
-        return ctx.cluster.zk is not None
+        return bool(ctx.zk_servers)
 
     def inject(self, ctx: ChaosContext) -> str:
-        assert ctx.cluster.zk is not None
-        ctx.cluster.zk.stop()
-        return "ZooKeeper stopped"
+        for server in ctx.zk_servers:
+            server.stop()
+        return "ZooKeeper stopped" + (
+            f" (all {len(ctx.zk_servers)} servers)" if len(ctx.zk_servers) > 1 else ""
+        )
 
     def heal(self, ctx: ChaosContext) -> str:
-        assert ctx.cluster.zk is not None
-        ctx.cluster.zk.start()
-        ctx.cluster.zk_pid = ctx.cluster.zk.pid
+        # an ensemble member serves only once a quorum is up: start all, then wait for each
+        for server in ctx.zk_servers:
+            server.start(wait=False)
+        for server in ctx.zk_servers:
+            server.wait_ready()
+        if ctx.cluster.zk is not None:
+            ctx.cluster.zk_pid = ctx.cluster.zk.pid
         return "ZooKeeper started again"
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import random
 import re
 import time
@@ -29,6 +30,7 @@ import confluent_kafka as ck
 
 from epochlog.node.local_cluster import LocalCluster
 from epochlog.protocol.records import decode_batches
+from epochlog.testing.chaos import netfaults
 from epochlog.testing.chaos import workloads as wl
 from epochlog.testing.chaos.checker import CheckResult, check
 from epochlog.testing.chaos.faults import (
@@ -58,6 +60,7 @@ class ChaosConfig:
     quiesce_timeout_s: float = 90.0
     producer_rate: float = 40.0  # records/s per producer
     zk_session_timeout_ms: int = 6000
+    zk_ensemble: int = 1  # ZooKeeper servers: 1 (standalone) or an odd ensemble
 
 
 @dataclass
@@ -82,6 +85,8 @@ def run(config: ChaosConfig, log: Callable[[str], None] = print) -> RunResult:
     if not 3 <= config.brokers <= 5:
         raise ValueError(f"--brokers {config.brokers}: a chaos cluster has 3 to 5 brokers")
     kinds = fault_kinds(config.faults)
+    if config.zk_ensemble < 1 or config.zk_ensemble % 2 == 0:
+        raise ValueError(f"--zk-ensemble {config.zk_ensemble}: 1 or an odd number of servers")
     rng = random.Random(config.seed)
     directory = (config.out / f"seed-{config.seed}").resolve()
     if directory.exists():
@@ -109,7 +114,7 @@ def run(config: ChaosConfig, log: Callable[[str], None] = print) -> RunResult:
         **config.broker_config,
     }
     faults_file: Path | None = None
-    if "disk-loss-isr-race" in kinds:
+    if "disk-loss-isr-race" in kinds or "clock-jump" in kinds:
         from epochlog.testing.faults import FaultRules
 
         faults_file = directory / "faults.json"
@@ -120,19 +125,36 @@ def run(config: ChaosConfig, log: Callable[[str], None] = print) -> RunResult:
         # the default (log.segment.bytes, 1 GiB) is more than the small tmpfs ever has free, so
         # the filled dir would stay offline for good
         broker_config.setdefault("epochlog.log.dir.min.free.bytes", FULL_DISK_BYTES // 4)
-    cluster = LocalCluster(
-        directory / "cluster",
-        config.brokers,
-        broker_config=broker_config,
-        zk_session_timeout_ms=config.zk_session_timeout_ms,
+    net_kinds = [k for k in kinds if k in netfaults.NETWORK_KINDS]
+    skip_net = network_unavailable() if net_kinds else None
+    if skip_net is not None:
+        kinds = [k for k in kinds if k not in net_kinds]
+        notes.append(f"network faults {net_kinds} skipped: {skip_net}")
+    zk = ZooKeeperSetup(
+        directory, config.brokers, config.zk_ensemble, bool(net_kinds) and not skip_net
     )
     ctx: ChaosContext | None = None
     workloads: list[wl.Workload] = []
+    cluster: LocalCluster | None = None
     try:
+        if skip_net is not None:
+            say(f"SKIPPED network faults {net_kinds}: {skip_net}")
+        zk.start()
+        cluster = LocalCluster(
+            directory / "cluster",
+            config.brokers,
+            zookeeper=zk.connect_string,
+            broker_config=broker_config,
+            zk_session_timeout_ms=config.zk_session_timeout_ms,
+            placements=zk.placements(),
+        )
         cluster.start()
+        if not zk.servers and cluster.zk is not None:
+            zk.servers.append(cluster.zk)
+        where = f"network lab {zk.net.layout.network}" if zk.net else "loopback"
         say(
-            f"cluster up: {config.brokers} brokers, ZooKeeper {cluster.zk_connect}, "
-            f"seed {config.seed}"
+            f"cluster up: {config.brokers} brokers, ZooKeeper {cluster.zk_connect} "
+            f"({len(zk.servers)} server{'s' * (len(zk.servers) > 1)}), {where}, seed {config.seed}"
         )
         _create_topics(cluster.bootstrap_servers, config.partitions)
         history.transactional_topics = {wl.OUT_TOPIC}
@@ -163,12 +185,23 @@ def run(config: ChaosConfig, log: Callable[[str], None] = print) -> RunResult:
         wl.start_all(workloads)
         history.load_start_s = history.now()
         ctx = ChaosContext(
-            cluster, rng, history, txn_loop, full_disk_broker, faults_file, notes=notes
+            cluster,
+            rng,
+            history,
+            txn_loop,
+            full_disk_broker,
+            faults_file,
+            notes=notes,
+            net=zk.net,
+            broker_nodes=zk.broker_nodes if zk.net else {},
+            zk_nodes=zk.nodes if zk.net else [],
+            zk_servers=zk.servers,
         )
         _schedule(ctx, kinds, config, say)
         say("faults over: stopping the writers")
         history.load_end_s = history.now()
         notes += wl.stop_all(workloads, lambda w: not isinstance(w, wl.CkReader))
+        notes += [f"{txn_loop.name}: {stall}" for stall in txn_loop.stalls]
         say("writers stopped")
         quiet = _quiesce(ctx, config.quiesce_timeout_s)
         say("quiesced: every ISR whole" if quiet else f"NOT quiesced: {_unhealthy(ctx)}")
@@ -189,23 +222,111 @@ def run(config: ChaosConfig, log: Callable[[str], None] = print) -> RunResult:
         _final_reads(history, bootstrap, topics, notes)
         say(f"final reads: {sum(len(r) for r in history.final_reads.values())} records")
     finally:
-        wl.stop_all(workloads)
+        wl.stop_all(workloads, timeout_s=5.0)  # normally stopped already; stuck ones noted
         history.duration_s = history.now()
-        cluster.close()
+        if zk.net is not None:
+            with contextlib.suppress(Exception):
+                zk.net.heal_all()
+        if cluster is not None:
+            cluster.close()
+        zk.close()
         try:
             topics_on_disk = {wl.DATA_TOPIC, wl.OUT_TOPIC, *(ctx.extra_topics if ctx else {})}
-            history.replicas = read_replicas(cluster, topics_on_disk)
+            if cluster is not None:
+                history.replicas = read_replicas(cluster, topics_on_disk)
         finally:
             if full_disk_broker is not None:
                 from epochlog.testing.storage_faults import umount
 
                 umount(directory / "cluster" / f"broker-{full_disk_broker}" / "logs")
+    assert cluster is not None  # it did start, or the exception above went on
     history.controller_claims = controller_claims(cluster)
     result = check(history)
     errors = {w.name: w.errors for w in workloads if w.errors}
     run_result = RunResult(config, history, result, timeline, directory, errors, notes)
     (directory / "timeline.txt").write_text("\n".join(timeline) + "\n")
     return run_result
+
+
+def network_unavailable() -> str | None:
+    """Why this process cannot build a network lab, or None when it can."""
+    import shutil
+
+    if os.geteuid() != 0:
+        return "network namespaces need root (run as root, as CI does)"
+    if shutil.which("ip") is None:
+        return "`ip` (iproute2) is not installed"
+    if not Path("/dev/net/tun").exists():
+        return "/dev/net/tun is missing (the delay and loss shapers need it)"
+    return None
+
+
+class ZooKeeperSetup:
+    """The run's ZooKeeper servers and, for network faults, the lab they and the brokers run in.
+
+    Without a lab and with one server, LocalCluster starts ZooKeeper itself (as before). With a
+    lab, node `zk<i>` holds server i and node `b<id>` broker id, each at its own address (so
+    every server uses the usual ports); an ensemble without a lab uses free loopback ports.
+    """
+
+    def __init__(self, directory: Path, brokers: int, ensemble: int, with_lab: bool) -> None:
+        self.directory = directory
+        self.ensemble = ensemble
+        self.broker_nodes = {b: f"b{b}" for b in range(1, brokers + 1)}
+        self.nodes = [f"zk{i}" for i in range(1, ensemble + 1)]
+        self.net: Any = None
+        if with_lab:
+            from epochlog.testing.netlab import NetLab
+
+            self.net = NetLab([*self.nodes, *self.broker_nodes.values()])
+        self.servers: list[Any] = []
+
+    def start(self) -> None:
+        from epochlog.zk.launcher import ZooKeeperServer, free_port
+
+        if self.net is not None:
+            self.net.start()
+        elif self.ensemble == 1:
+            return  # LocalCluster starts its own
+        ids = range(1, self.ensemble + 1)
+        if self.net is not None:
+            hosts = {i: self.net.address(f"zk{i}") for i in ids}
+            ports = {i: (2181, 2888, 3888) for i in ids}
+        else:
+            hosts = {i: "127.0.0.1" for i in ids}
+            ports = {i: (free_port(), free_port(), free_port()) for i in ids}
+        servers = (
+            {i: f"{hosts[i]}:{ports[i][1]}:{ports[i][2]};{hosts[i]}:{ports[i][0]}" for i in ids}
+            if self.ensemble > 1
+            else {}
+        )
+        for i in ids:
+            kwargs: dict[str, Any] = {"fsync": False, "client_port": ports[i][0]}
+            if servers:
+                kwargs.update(servers=servers, my_id=i)
+            directory = self.directory / f"zookeeper-{i}"
+            if self.net is not None:
+                self.servers.append(self.net.zookeeper(f"zk{i}", directory, **kwargs))
+            else:
+                self.servers.append(ZooKeeperServer(directory, host=hosts[i], **kwargs))
+        for server in self.servers:
+            server.start(wait=False)
+        for server in self.servers:
+            server.wait_ready()
+
+    @property
+    def connect_string(self) -> str | None:
+        return ",".join(s.connect_string for s in self.servers) or None
+
+    def placements(self) -> dict[int, Any]:
+        return self.net.broker_placements(self.broker_nodes) if self.net is not None else {}
+
+    def close(self) -> None:
+        for server in self.servers:  # stopping a stopped server does nothing
+            with contextlib.suppress(Exception):
+                server.stop()
+        if self.net is not None:
+            self.net.close()
 
 
 def _mount_full_disk(

@@ -22,6 +22,7 @@ so the checker can trace an output to one transaction and find an input processe
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import random
@@ -53,6 +54,38 @@ CTP_GROUP = "chaos-ctp"
 TRANSACTIONAL_ID = "chaos-ctp-tx"
 # librdkafka logs every lost connection at error level; the faults make many
 CK_QUIET = {"log_level": 2}
+TXN_API_TIMEOUT_S = 30.0
+# librdkafka's send_offsets_to_transaction waits for its background operation without a limit
+# (rd_kafka_txn_op_req1(..., RD_POLL_INFINITE): "timeout is enforced by" the operation), and the
+# operation's group-coordinator lookup never checks its deadline (confluentinc/librdkafka#5456,
+# #5511): after a coordinator's broker died it can wait for a broker state change that never
+# comes. The loop gives the call this long, then abandons that producer.
+STALL_S = TXN_API_TIMEOUT_S + 15.0
+
+
+class ClientStall(Exception):
+    """A client call still blocked well past its own timeout."""
+
+
+def call_with_stall_limit(call: Callable[[], None], limit_s: float, what: str) -> None:
+    """Run `call` on a daemon thread; raise ClientStall if it has not returned after `limit_s`
+    (the thread is left blocked), else whatever it raised."""
+    done = threading.Event()
+    raised: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            call()
+        except BaseException as exc:
+            raised.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=target, name=f"stalled? {what}", daemon=True).start()
+    if not done.wait(limit_s):
+        raise ClientStall(f"{what} still blocked after {limit_s:.0f} s")
+    if raised:
+        raise raised[0]
 
 
 class Workload(threading.Thread):
@@ -457,7 +490,8 @@ class TxnLoop(Workload):
     ) -> None:
         super().__init__(name, history, bootstrap)
         self.partitions = partitions
-        # librdkafka's transaction debug log (its "eos" context), for a loop that gets stuck
+        # librdkafka's transaction and broker debug log ("eos,broker": the coordinator lookups
+        # are logged under "broker"), for a loop that gets stuck
         self.client_logger: logging.Logger | None = None
         if client_log is not None:
             self.client_logger = logging.getLogger(f"chaos.ctp.{id(self)}")
@@ -470,6 +504,7 @@ class TxnLoop(Workload):
         self.producer: Any = None
         self.consumer: Any = None
         self.incarnation = -1
+        self.stalls: list[str] = []  # client calls abandoned past their timeout
 
     def _producer(self) -> tuple[Any, int]:
         producer = ck.Producer(
@@ -480,13 +515,13 @@ class TxnLoop(Workload):
                 "transaction.timeout.ms": 20000,
                 "message.timeout.ms": 20000,
                 **(
-                    {"debug": "eos", "log_level": 7, "logger": self.client_logger}
+                    {"debug": "eos,broker", "log_level": 7, "logger": self.client_logger}
                     if self.client_logger is not None
                     else {}
                 ),
             }
         )
-        producer.init_transactions(30)
+        producer.init_transactions(TXN_API_TIMEOUT_S)
         number = next(self.incarnations)
         self.history.record_incarnation(Incarnation(TRANSACTIONAL_ID, number, self.history.now()))
         return producer, number
@@ -541,19 +576,33 @@ class TxnLoop(Workload):
             self.producer.begin_transaction()
             for w in writes:
                 self.producer.produce(OUT_TOPIC, w.value.encode(), partition=w.partition)
-            self.producer.send_offsets_to_transaction(
-                [ck.TopicPartition(DATA_TOPIC, p, o) for p, o in sorted(offsets.items())],
-                self.consumer.consumer_group_metadata(),
-                30,
+            producer = self.producer
+            positions = [ck.TopicPartition(DATA_TOPIC, p, o) for p, o in sorted(offsets.items())]
+            metadata = self.consumer.consumer_group_metadata()
+            call_with_stall_limit(
+                lambda: producer.send_offsets_to_transaction(
+                    positions, metadata, TXN_API_TIMEOUT_S
+                ),
+                STALL_S,
+                f"{name}: send_offsets_to_transaction(timeout {TXN_API_TIMEOUT_S:.0f} s)",
             )
             committing = True
-            self.producer.commit_transaction(30)
+            self.producer.commit_transaction(TXN_API_TIMEOUT_S)
             outcome = Outcome.COMMITTED
+        except ClientStall as exc:
+            # The stuck call can never be cancelled; the producer is dropped with it (if the call
+            # ever returns, nothing follows it), and the next incarnation's InitProducerId
+            # fences and aborts this transaction. Its outcome stays unknown to the checker.
+            outcome = Outcome.UNKNOWN
+            with contextlib.suppress(Exception):
+                self.producer.poll(0)  # writes the log lines librdkafka queued, for the record
+            self.stalls.append(f"{exc} (incarnation {self.incarnation}; producer abandoned)")
+            self._stop_processor()
         except ck.KafkaException as exc:
             outcome = Outcome.UNKNOWN
             if not committing or exc.args[0].txn_requires_abort():
                 try:
-                    self.producer.abort_transaction(30)
+                    self.producer.abort_transaction(TXN_API_TIMEOUT_S)
                     outcome = Outcome.ABORTED
                 except ck.KafkaException:
                     pass
