@@ -129,7 +129,7 @@ async def handle_metadata(
             for i, h, p, r in broker_endpoints(services, connection.listener)
         ],
         cluster_id=services.cluster_id,
-        controller_id=cache.controller_id,
+        controller_id=cache.controller_for_clients(services.broker_id),
         error_code=ErrorCode.NONE,
     )
     if body.topics is None or (version == 0 and not body.topics):
@@ -190,7 +190,7 @@ async def handle_describe_cluster(
         error_code=ErrorCode.NONE,
         endpoint_type=BROKERS_ENDPOINT_TYPE,
         cluster_id=services.cluster_id or "",
-        controller_id=services.metadata_cache.controller_id,
+        controller_id=services.metadata_cache.controller_for_clients(services.broker_id),
         brokers=[
             D.DescribeClusterBroker(
                 broker_id=i, host=h, port=p, rack=r, broker_epoch=_epoch_of(services, i)
