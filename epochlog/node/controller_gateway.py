@@ -21,7 +21,12 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError, ZookeeperError
 
 from epochlog.broker.collaborators import CollaboratorError
-from epochlog.broker.metadata_cache import BrokerEndpoint, LiveBroker, MetadataCache
+from epochlog.broker.metadata_cache import (
+    NO_CONTROLLER,
+    BrokerEndpoint,
+    LiveBroker,
+    MetadataCache,
+)
 from epochlog.controller.controller import Controller, ControllerMovedError
 from epochlog.controller.elector import ControllerElector
 from epochlog.controller.partition_admin import ElectionType
@@ -186,6 +191,7 @@ class ControllerLocator:
         self.cache = cache
         self.own_broker_id = own_broker_id
         self._lookups: set[asyncio.Task[None]] = set()  # strong references until done
+        self._locating: asyncio.Task[None] | None = None
 
     def changed(self, controller_id: int | None) -> None:
         self.cache.learn_controller(controller_id)
@@ -198,6 +204,36 @@ class ControllerLocator:
         task = asyncio.get_running_loop().create_task(self._locate(controller_id))
         self._lookups.add(task)
         task.add_done_callback(self._lookups.discard)
+
+    async def locate(self) -> None:
+        """Asked by a Metadata request while the cache names no controller a client could find
+        (this broker's /controller watch has not fired yet, or the registration read is still
+        on its way): read /controller and its registration now. librdkafka skips a refresh
+        while another is in flight, so one answer of -1 could leave its CreateTopics waiting
+        for its request timeout. Concurrent callers share one read."""
+        if self._locating is None or self._locating.done():
+            self._locating = asyncio.get_running_loop().create_task(self._read_controller())
+        await asyncio.shield(self._locating)
+
+    async def _read_controller(self) -> None:
+        def read() -> tuple[int, LiveBroker | None] | None:
+            controller_id = zkc.read_controller(self.zk)
+            if controller_id is None:
+                return None
+            own = controller_id == self.own_broker_id
+            return controller_id, None if own else read_live_broker(self.zk, controller_id)
+
+        try:
+            found = await run_blocking(read)
+        except (ZookeeperError, ValueError) as exc:
+            log.info("cannot read the controller from ZooKeeper: %s", exc)
+            return
+        if found is None:
+            return
+        controller_id, registration = found
+        # The watch is the authority: a controller it delivered meanwhile is not overwritten.
+        if self.cache.controller_id in (NO_CONTROLLER, controller_id):
+            self.cache.learn_controller(controller_id, registration)
 
     async def _locate(self, controller_id: int) -> None:
         try:

@@ -185,9 +185,9 @@ class BrokerProcess:
         )
         broker.services.controller_pins = ZkControllerPins(zk)  # KIP-39: any broker pins
         broker.services.config_store = dynamic_configs
-        elector.on_controller_change = ControllerLocator(
-            zk, broker.metadata_cache, self.broker_id
-        ).changed
+        locator = ControllerLocator(zk, broker.metadata_cache, self.broker_id)
+        elector.on_controller_change = locator.changed
+        broker.services.locate_controller = locator.locate
         broker.replica_manager.topic_configs = lambda topic: zkc.read_topic_config(zk, topic)
         broker.replica_manager.on_storage_event = ZkLogDirEventNotifier(zk, self.broker_id).notify
         groups = ZkGroupCoordinator(zk, self.config, broker)

@@ -13,9 +13,15 @@ from typing import Any
 
 from kazoo.exceptions import NoNodeError
 
+from epochlog.broker.handlers.metadata import controller_for_clients
 from epochlog.broker.metadata_cache import NO_CONTROLLER, BrokerEndpoint, LiveBroker, MetadataCache
 from epochlog.node.controller_gateway import ControllerLocator
-from epochlog.zk.znodes import BrokerRegistration, Endpoint, encode_broker_registration
+from epochlog.zk.znodes import (
+    BrokerRegistration,
+    Endpoint,
+    encode_broker_registration,
+    encode_controller,
+)
 
 OWN_ID = 1
 CONTROLLER_ID = 3
@@ -57,14 +63,19 @@ def test_a_registration_of_another_broker_is_not_taken_for_the_controller() -> N
 
 
 class FakeZk:
-    """/brokers/ids/<id> reads, with the registrations given."""
+    """/controller and /brokers/ids/<id> reads, with the controller and registrations given."""
 
-    def __init__(self, registrations: dict[int, bytes]) -> None:
+    def __init__(self, registrations: dict[int, bytes], controller: int | None = None) -> None:
         self.registrations = registrations
+        self.controller = controller
         self.reads: list[str] = []
 
     def get(self, path: str) -> tuple[bytes, Any]:
         self.reads.append(path)
+        if path == "/controller":
+            if self.controller is None:
+                raise NoNodeError(path)
+            return encode_controller(self.controller, 0), SimpleNamespace(czxid=50)
         broker_id = int(path.rsplit("/", 1)[1])
         if broker_id not in self.registrations:
             raise NoNodeError(path)
@@ -112,3 +123,46 @@ def test_an_unregistered_controller_stays_unnamed() -> None:
     _follow(zk, cache, CONTROLLER_ID)
     assert zk.reads == [f"/brokers/ids/{CONTROLLER_ID}"]
     assert cache.controller_for_clients(OWN_ID) == NO_CONTROLLER
+
+
+def _named_by_a_metadata_response(zk: FakeZk, cache: MetadataCache) -> int:
+    """What `handle_metadata` names, with the locator wired as the broker process wires it."""
+
+    async def run() -> int:
+        locator = ControllerLocator(zk, cache, OWN_ID)  # type: ignore[arg-type]
+        services = SimpleNamespace(
+            broker_id=OWN_ID, metadata_cache=cache, locate_controller=locator.locate
+        )
+        return await controller_for_clients(services)  # type: ignore[arg-type]
+
+    return asyncio.run(run())
+
+
+def test_a_metadata_request_before_the_watch_fired_reads_the_controller_from_zookeeper() -> None:
+    zk = FakeZk({CONTROLLER_ID: _registration(CONTROLLER_ID, 9093)}, controller=CONTROLLER_ID)
+    cache = MetadataCache()
+    assert _named_by_a_metadata_response(zk, cache) == CONTROLLER_ID
+    assert cache.broker(CONTROLLER_ID) == CONTROLLER  # listed in the same response
+
+
+def test_a_metadata_request_with_a_locatable_controller_reads_nothing() -> None:
+    zk = FakeZk({}, controller=2)
+    cache = MetadataCache()
+    cache.learn_controller(CONTROLLER_ID, CONTROLLER)
+    assert _named_by_a_metadata_response(zk, cache) == CONTROLLER_ID
+    assert zk.reads == []
+
+
+def test_no_controller_in_zookeeper_is_named_as_none() -> None:
+    cache = MetadataCache()
+    assert _named_by_a_metadata_response(FakeZk({}), cache) == NO_CONTROLLER
+    assert cache.live_brokers() == []
+
+
+def test_a_controller_the_watch_delivered_meanwhile_is_not_overwritten() -> None:
+    # /controller read as 3 while the watch had already told the cache 2 (not located yet).
+    zk = FakeZk({CONTROLLER_ID: _registration(CONTROLLER_ID, 9093)}, controller=CONTROLLER_ID)
+    cache = MetadataCache()
+    cache.learn_controller(2)
+    assert _named_by_a_metadata_response(zk, cache) == NO_CONTROLLER
+    assert cache.controller_id == 2
