@@ -78,10 +78,35 @@ class MetadataCache:
 
     # --------------------------------------------------------------------------- updates
 
-    def learn_controller(self, controller_id: int | None) -> None:
+    def learn_controller(
+        self, controller_id: int | None, registration: LiveBroker | None = None
+    ) -> None:
         """The controller as ZooKeeper's /controller names it now (None: being elected). It
-        is ahead of UpdateMetadata, which the new controller sends only after loading."""
+        is ahead of UpdateMetadata, which the new controller sends only after loading.
+
+        `registration` is the controller's /brokers/ids entry: a controller this cache does not
+        list yet (a cluster starting, before any UpdateMetadata) is added to the live brokers,
+        so that a Metadata response naming it also says where it is. The next UpdateMetadata
+        replaces the list whole, as always."""
         self.controller_id = NO_CONTROLLER if controller_id is None else controller_id
+        if (
+            registration is not None
+            and registration.broker_id == controller_id
+            and controller_id not in self._brokers
+        ):
+            self._brokers[controller_id] = registration
+
+    def controller_for_clients(self, own_broker_id: int) -> int:
+        """The controller id a Metadata or DescribeCluster response names: the known controller
+        only if the response also lists it (a live broker, or this one), else -1.
+
+        librdkafka looks the named controller up among the brokers it knows and, when it is not
+        there, waits for a broker state change that never comes: a CreateTopics sent then gets
+        no answer until the request times out. A controller of -1 makes it refresh metadata."""
+        controller = self.controller_id
+        if controller == own_broker_id or controller in self._brokers:
+            return controller
+        return NO_CONTROLLER
 
     def apply_update_metadata(self, request: Any) -> list[TopicPartition]:
         """Apply an UpdateMetadata body (v5-7); return the partitions deleted from the cache."""

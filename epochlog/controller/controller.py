@@ -138,10 +138,17 @@ class Controller(ControllerRequests, StorageEvents, PartitionRequests, Reassignm
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._active = True
-        await self.faults.before_event("CONTROLLER_LOAD")  # tests: a registration lands first
-        await self._load()
+        # The failover is the first event: requests that reach this controller while it loads
+        # (its broker names it from the moment /controller does) queue behind it, as in Kafka.
+        failover = self._submit(ev.Failover())
+        try:
+            await self.faults.before_event("CONTROLLER_LOAD")  # tests: a registration lands first
+            await self._load()
+        except BaseException:
+            failover.cancel()
+            raise
         self._task = loop.create_task(self._run(), name=f"controller {self.broker_id}")
-        await self._enqueue_and_wait(ev.Failover())
+        await failover
         self._watches = [
             watch_data(
                 self.zk,
@@ -228,13 +235,17 @@ class Controller(ControllerRequests, StorageEvents, PartitionRequests, Reassignm
 
     async def _enqueue_and_wait(self, event: ev.ControllerEvent) -> Any:
         """Queue the event and return what its handler returns (or raise what it raised)."""
+        return await self._submit(event)
+
+    def _submit(self, event: ev.ControllerEvent) -> asyncio.Future[Any]:
+        """Queue the event now; the future gets what its handler returns (or raised)."""
         if not self._active:
             raise ControllerMovedError(f"broker {self.broker_id} is not the controller")
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._events.put_nowait((event, future))
         self._waiting.add(future)
         future.add_done_callback(self._waiting.discard)
-        return await future
+        return future
 
     async def _handle(self, event: ev.ControllerEvent, future: asyncio.Future[Any] | None) -> None:
         handler = self._handlers[type(event)]

@@ -6,17 +6,27 @@ AlterPartition, CreatePartitions and ElectLeaders: it answers them with this pro
 while it is active; a controller deposed or stopped while a request waited answers
 NOT_CONTROLLER.
 `ZkControllerPins` answers PinController (describe, pin, unpin) through ZooKeeper; any broker can.
+`ControllerLocator` tells the metadata cache the controller /controller names, with where it
+listens (read from its /brokers/ids entry when the cache does not list it yet).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError, ZookeeperError
 
 from epochlog.broker.collaborators import CollaboratorError
+from epochlog.broker.metadata_cache import (
+    NO_CONTROLLER,
+    BrokerEndpoint,
+    LiveBroker,
+    MetadataCache,
+)
 from epochlog.controller.controller import Controller, ControllerMovedError
 from epochlog.controller.elector import ControllerElector
 from epochlog.controller.partition_admin import ElectionType
@@ -26,7 +36,7 @@ from epochlog.protocol.messages.pin_controller import PinStatus
 from epochlog.zk import controller_zk as zkc
 from epochlog.zk import pinning
 from epochlog.zk.session import run_blocking
-from epochlog.zk.znodes import BROKER_IDS_PATH
+from epochlog.zk.znodes import BROKER_IDS_PATH, decode_broker_registration
 
 log = logging.getLogger(__name__)
 
@@ -149,3 +159,87 @@ class ZkControllerPins:
             return pinning.read_pin_status(self.zk)
 
         return await run_blocking(unpin)
+
+
+def read_live_broker(zk: KazooClient, broker_id: int) -> LiveBroker | None:
+    """The broker's /brokers/ids entry as the metadata cache lists it (None: not registered)."""
+    path = f"{BROKER_IDS_PATH}/{broker_id}"
+    try:
+        data, stat = zk.get(path)
+    except NoNodeError:
+        return None
+    registration = decode_broker_registration(broker_id, data, path)
+    return LiveBroker(
+        broker_id,
+        tuple(BrokerEndpoint(e.listener, e.host, e.port) for e in registration.endpoints),
+        registration.rack,
+        stat.czxid,
+    )
+
+
+class ControllerLocator:
+    """Follows /controller for the metadata cache (the elector's watch calls `changed`).
+
+    The id is learned at once (AlterPartition follows a move before any UpdateMetadata). A
+    controller the cache does not list yet (every broker of a starting cluster, until the new
+    controller's first UpdateMetadata) is looked up in /brokers/ids, so that Metadata names it
+    together with its endpoint: a client told of a controller it cannot locate (librdkafka)
+    holds its CreateTopics until the request times out."""
+
+    def __init__(self, zk: KazooClient, cache: MetadataCache, own_broker_id: int) -> None:
+        self.zk = zk
+        self.cache = cache
+        self.own_broker_id = own_broker_id
+        self._lookups: set[asyncio.Task[None]] = set()  # strong references until done
+        self._locating: asyncio.Task[None] | None = None
+
+    def changed(self, controller_id: int | None) -> None:
+        self.cache.learn_controller(controller_id)
+        if (
+            controller_id is None
+            or controller_id == self.own_broker_id
+            or self.cache.is_alive(controller_id)
+        ):
+            return
+        task = asyncio.get_running_loop().create_task(self._locate(controller_id))
+        self._lookups.add(task)
+        task.add_done_callback(self._lookups.discard)
+
+    async def locate(self) -> None:
+        """Asked by a Metadata request while the cache names no controller a client could find
+        (this broker's /controller watch has not fired yet, or the registration read is still
+        on its way): read /controller and its registration now. librdkafka skips a refresh
+        while another is in flight, so one answer of -1 could leave its CreateTopics waiting
+        for its request timeout. Concurrent callers share one read."""
+        if self._locating is None or self._locating.done():
+            self._locating = asyncio.get_running_loop().create_task(self._read_controller())
+        await asyncio.shield(self._locating)
+
+    async def _read_controller(self) -> None:
+        def read() -> tuple[int, LiveBroker | None] | None:
+            controller_id = zkc.read_controller(self.zk)
+            if controller_id is None:
+                return None
+            own = controller_id == self.own_broker_id
+            return controller_id, None if own else read_live_broker(self.zk, controller_id)
+
+        try:
+            found = await run_blocking(read)
+        except (ZookeeperError, ValueError) as exc:
+            log.info("cannot read the controller from ZooKeeper: %s", exc)
+            return
+        if found is None:
+            return
+        controller_id, registration = found
+        # The watch is the authority: a controller it delivered meanwhile is not overwritten.
+        if self.cache.controller_id in (NO_CONTROLLER, controller_id):
+            self.cache.learn_controller(controller_id, registration)
+
+    async def _locate(self, controller_id: int) -> None:
+        try:
+            registered = await run_blocking(read_live_broker, self.zk, controller_id)
+        except (ZookeeperError, ValueError) as exc:  # UpdateMetadata will tell it anyway
+            log.info("cannot read controller %d's registration: %s", controller_id, exc)
+            return
+        if registered is not None and self.cache.controller_id == controller_id:
+            self.cache.learn_controller(controller_id, registered)

@@ -37,7 +37,11 @@ from epochlog.client.errors import ConnectionFailedError, RequestTimedOutError
 from epochlog.config.broker import BrokerConfig, ConfigError
 from epochlog.controller.assignment import AssignmentError, assign_replicas
 from epochlog.controller.elector import ControllerElector
-from epochlog.node.controller_gateway import ControllerGateway, ZkControllerPins
+from epochlog.node.controller_gateway import (
+    ControllerGateway,
+    ControllerLocator,
+    ZkControllerPins,
+)
 from epochlog.node.dynamic_configs import ZkDynamicConfigs, load_broker_layers
 from epochlog.node.groups import ZkGroupCoordinator, attach_group_coordinator
 from epochlog.node.shutdown_report import report_line
@@ -181,7 +185,9 @@ class BrokerProcess:
         )
         broker.services.controller_pins = ZkControllerPins(zk)  # KIP-39: any broker pins
         broker.services.config_store = dynamic_configs
-        elector.on_controller_change = broker.metadata_cache.learn_controller
+        locator = ControllerLocator(zk, broker.metadata_cache, self.broker_id)
+        elector.on_controller_change = locator.changed
+        broker.services.locate_controller = locator.locate
         broker.replica_manager.topic_configs = lambda topic: zkc.read_topic_config(zk, topic)
         broker.replica_manager.on_storage_event = ZkLogDirEventNotifier(zk, self.broker_id).notify
         groups = ZkGroupCoordinator(zk, self.config, broker)

@@ -164,9 +164,9 @@ def kcat_round_trip(bootstrap: str, topic: str, n: int) -> list[dict]:
 
 def wait_until_brokers_name_the_controller(ports: list[int], timeout_s: float = 30) -> None:
     """Until each broker's Metadata names a controller. A cluster is ready once ZooKeeper has
-    one, but a broker names it only after the controller's first UpdateMetadata (as Kafka's do),
-    and librdkafka holds a CreateTopics sent meanwhile until its next metadata refresh, past the
-    request's timeout."""
+    one; a broker names it once it knows where it listens (its /brokers/ids entry, or the
+    controller's first UpdateMetadata). CreateTopics sent before is answered too (see
+    test_create_topics_at_start.py): this only spares librdkafka a few metadata refreshes."""
     from confluent_kafka.admin import AdminClient
 
     deadline = time.monotonic() + timeout_s

@@ -6,12 +6,10 @@ codec, and the follower's segment holds the very same bytes (followers never rec
 
 from __future__ import annotations
 
-import concurrent.futures
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import confluent_kafka as ck
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic
 
@@ -62,21 +60,8 @@ def until(what: str, check: Callable[[], bool], timeout_s: float = 30) -> None:
 
 
 def create_topic(admin: AdminClient, name: str, config: dict[str, str] | None = None) -> None:
-    # librdkafka has held a CreateTopics sent right after the cluster started for 30 s (CI saw
-    # it once here, with every broker already naming the controller): ask again, and a topic
-    # that exists by then (the first request landed late) is what was asked for.
-    for attempt in range(3):
-        futures = admin.create_topics([NewTopic(name, PARTITIONS, 2, config=config or {})])
-        try:
-            futures[name].result(20)
-            break
-        except ck.KafkaException as exc:
-            if exc.args[0].code() != ck.KafkaError.TOPIC_ALREADY_EXISTS or attempt == 0:
-                raise
-            break
-        except concurrent.futures.TimeoutError:
-            if attempt == 2:
-                raise
+    futures = admin.create_topics([NewTopic(name, PARTITIONS, 2, config=config or {})])
+    futures[name].result(30)
 
     def led() -> bool:
         topic = admin.list_topics(name, timeout=10).topics[name]

@@ -77,6 +77,9 @@ class BrokerServices:
     transaction_coordinator: TransactionCoordinatorGateway | None = None  # None: no transactions
     txn_verifier: TransactionVerifier | None = None  # KIP-890 (None: writes are not verified)
     config_store: DynamicConfigStore | None = None  # None: no config APIs (no ZooKeeper)
+    # Reads the controller from ZooKeeper into the metadata cache while it names none that a
+    # client could find (None: no ZooKeeper; the cache is all there is).
+    locate_controller: Callable[[], Awaitable[None]] | None = None
     client_quotas: ClientQuotas = field(default_factory=ClientQuotas)  # fed by config changes
     fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)  # KIP-227
 

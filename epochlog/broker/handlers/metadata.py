@@ -23,7 +23,7 @@ import uuid
 from typing import Any
 
 from epochlog.broker.handlers.context import BrokerServices, ConnectionInfo
-from epochlog.broker.metadata_cache import PartitionInfo
+from epochlog.broker.metadata_cache import NO_CONTROLLER, PartitionInfo
 from epochlog.broker.replica_manager import known_topic_id
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import Request
@@ -50,6 +50,17 @@ def broker_endpoints(
         own = next((e for e in services.endpoints if e.listener == listener), services.endpoints[0])
         result[services.broker_id] = (services.broker_id, own.host, own.port, services.rack)
     return [result[i] for i in sorted(result)]
+
+
+async def controller_for_clients(services: BrokerServices) -> int:
+    """The controller a Metadata or DescribeCluster response names (-1: none known). While the
+    cache names none a client could find, ZooKeeper is asked first (`locate_controller`)."""
+    cache = services.metadata_cache
+    controller = cache.controller_for_clients(services.broker_id)
+    if controller == NO_CONTROLLER and services.locate_controller is not None:
+        await services.locate_controller()
+        controller = cache.controller_for_clients(services.broker_id)
+    return controller
 
 
 def _epoch_of(services: BrokerServices, broker_id: int) -> int:
@@ -123,13 +134,14 @@ async def handle_metadata(
     version = request.api_version
     body = request.body
     cache = services.metadata_cache
+    controller_id = await controller_for_clients(services)  # first: it may list one more broker
     response = R(
         brokers=[
             R.MetadataResponseBroker(node_id=i, host=h, port=p, rack=r)
             for i, h, p, r in broker_endpoints(services, connection.listener)
         ],
         cluster_id=services.cluster_id,
-        controller_id=cache.controller_id,
+        controller_id=controller_id,
         error_code=ErrorCode.NONE,
     )
     if body.topics is None or (version == 0 and not body.topics):
@@ -186,11 +198,12 @@ async def handle_describe_cluster(
             endpoint_type=endpoint_type,
             cluster_id=services.cluster_id or "",
         )
+    controller_id = await controller_for_clients(services)  # first: it may list one more broker
     return D(
         error_code=ErrorCode.NONE,
         endpoint_type=BROKERS_ENDPOINT_TYPE,
         cluster_id=services.cluster_id or "",
-        controller_id=services.metadata_cache.controller_id,
+        controller_id=controller_id,
         brokers=[
             D.DescribeClusterBroker(
                 broker_id=i, host=h, port=p, rack=r, broker_epoch=_epoch_of(services, i)
