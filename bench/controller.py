@@ -90,7 +90,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from kazoo.client import KazooClient  # noqa: E402
 from kazoo.exceptions import NodeExistsError  # noqa: E402
 from kazoo.protocol.states import EventType  # noqa: E402
-from profiling import PySpy, hotspots  # noqa: E402
+from profiling import PySpy, print_hotspots  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.progress import (  # noqa: E402
     BarColumn,
@@ -1125,41 +1125,9 @@ def stop_all(profilers: dict[Any, PySpy | None]) -> dict[Any, Path]:
     return {key: path for key, path in stopped.items() if path is not None}
 
 
-def print_hotspots(result: Result) -> None:
+def print_profiles(result: Result) -> None:
     for role, path in result.profiles.items():
-        print_profile(f"{result.scenario} {result.partitions:,}, {role}", path)
-
-
-def print_profile(title: str, path: Path) -> None:
-    spots = hotspots(path)
-    busy = spots.samples - spots.waiting
-    if not busy:
-        console.print(f"[dim]{title}: no busy samples ({path})[/dim]")
-        return
-    table = Table(
-        title=f"py-spy, {title}: {busy:,} busy samples at 200 Hz (~{busy / 200:.1f} s of "
-        f"thread time; {spots.waiting:,} more waiting); {path}"
-    )
-    table.add_column("self", justify="right")
-    table.add_column("function (self time)")
-    table.add_column("inclusive", justify="right")
-    table.add_column("function (inclusive)")
-    rows = max(len(spots.self_time), len(spots.inclusive))
-    for i in range(rows):
-        s = spots.self_time[i] if i < len(spots.self_time) else ("", 0)
-        inc = spots.inclusive[i] if i < len(spots.inclusive) else ("", 0)
-        table.add_row(
-            f"{100 * s[1] / busy:.1f}%" if s[0] else "",
-            s[0],
-            f"{100 * inc[1] / busy:.1f}%" if inc[0] else "",
-            inc[0],
-        )
-    console.print(table)
-    console.print(
-        "[dim]busy samples by thread: "
-        + ", ".join(f"{name} {100 * c / busy:.0f}%" for name, c in spots.by_thread)
-        + "[/dim]"
-    )
+        print_hotspots(console, f"{result.scenario} {result.partitions:,}, {role}", path)
 
 
 def print_table(results: list[Result], args: argparse.Namespace, floors: dict[int, Any]) -> None:
@@ -1332,7 +1300,7 @@ def main() -> None:
     for scenario, n, error in failed:
         console.print(f"[red]{scenario} with {n:,} partitions: not measured ({error})[/]")
     for result in results:
-        print_hotspots(result)
+        print_profiles(result)
 
 
 if __name__ == "__main__":
