@@ -369,11 +369,39 @@ class ConfluentInputConsumer:
         self.consumer.close()
 
 
+def wait_until_settled(bootstrap: str, partitions: Sequence[TopicPartition]) -> None:
+    """Wait until no transaction is open on `partitions`: each one's last stable offset has
+    reached its high watermark. A transaction's commit returns once the coordinator has logged
+    PrepareCommit; its markers reach the partitions after, one partition at a time, so a final
+    read started at once can stop at an LSO that has passed one partition's marker and not yet
+    another's, and report a torn transaction where there is none."""
+    tps = [kafka.TopicPartition(t, p) for t, p in partitions]
+    committed = kafka.KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed")
+    uncommitted = kafka.KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        deadline = time.monotonic() + READ_DEADLINE_S
+        while True:
+            stable, high = committed.end_offsets(tps), uncommitted.end_offsets(tps)
+            if stable == high:
+                return
+            still_open = {
+                f"{tp.topic}-{tp.partition}": (stable[tp], high[tp])
+                for tp in tps
+                if stable[tp] != high[tp]
+            }
+            assert time.monotonic() < deadline, f"transactions still open (LSO, HW): {still_open}"
+            time.sleep(0.1)
+    finally:
+        committed.close()
+        uncommitted.close()
+
+
 class ConfluentReader:
     def __init__(self, bootstrap: str) -> None:
         self.bootstrap = bootstrap
 
     def read_all(self, partitions: Sequence[TopicPartition]) -> list[ReadRecord]:
+        wait_until_settled(self.bootstrap, partitions)
         consumer = ck.Consumer(
             {
                 "bootstrap.servers": self.bootstrap,
@@ -417,6 +445,7 @@ class KafkaPythonReader:
             enable_auto_commit=False,
         )
         tps = [kafka.TopicPartition(t, p) for t, p in partitions]
+        wait_until_settled(self.bootstrap, partitions)
         try:
             consumer.assign(tps)
             consumer.seek_to_beginning(*tps)
