@@ -32,12 +32,15 @@ setup: bytecode
 bytecode: $(STAMP)
 	$(PY) -m compileall -q epochlog
 
-# Debian's ZooKeeper (for clusters) and kcat (an interop client), only when missing.
+# Debian's ZooKeeper (for clusters), kcat (an interop client) and chromium with its driver (the
+# console's browser tests), only when missing.
 system-deps:
-	@if [ ! -f /usr/share/java/zookeeper.jar ] || ! command -v kcat >/dev/null; then \
-		echo "installing Debian packages: zookeeper kcat"; \
+	@if [ ! -f /usr/share/java/zookeeper.jar ] || ! command -v kcat >/dev/null || \
+		! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
+		echo "installing Debian packages: zookeeper kcat chromium chromium-driver"; \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
-		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zookeeper kcat >/dev/null; \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			zookeeper kcat chromium chromium-driver >/dev/null; \
 	fi
 
 lint: $(STAMP)
