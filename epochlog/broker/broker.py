@@ -45,14 +45,12 @@ from epochlog.broker.metadata_cache import BrokerEndpoint, MetadataCache
 from epochlog.broker.replica_manager import ReplicaManager
 from epochlog.broker.server import KafkaServer
 from epochlog.broker.transmit import SendMode
-from epochlog.config.broker import BrokerConfig
+from epochlog.config.broker import SECURITY_PROTOCOLS, BrokerConfig
 from epochlog.faults import FaultInjector
 from epochlog.storage import LogConfig, LogManager
 from epochlog.storage.cleaner import CleanerConfig, run_on_loop
 
 log = logging.getLogger(__name__)
-
-SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
 
 def log_config_from(config: BrokerConfig) -> LogConfig:
@@ -127,7 +125,7 @@ class Broker:
             metadata_cache=self.metadata_cache,
             epoch_holder=self.epoch_holder,
         )
-        listener = config.listeners[0].listener if config.listeners else "PLAINTEXT"
+        listener = config.inter_broker_listener
         faults = FaultInjector.from_config(config)
         self.alter_partition_manager = AlterPartitionManager(
             broker_id=self.broker_id,
@@ -241,7 +239,7 @@ class Broker:
                     endpoint.listener,
                     host,
                     port,
-                    SECURITY_PROTOCOLS.get(endpoint.listener, 0),
+                    SECURITY_PROTOCOLS[self.config.security_protocol(endpoint.listener)],
                 )
             )
         self.services.endpoints = tuple(advertised)

@@ -57,10 +57,24 @@ def _level_of(codec: Compression) -> Callable[[Any], str | None]:
 
 _NO_DEFAULT = object()
 
+# Kafka's SecurityProtocol ids, as a broker registration's endpoints carry them.
+SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+
 DEFINITIONS: dict[str, Definition] = {
     "broker.id": Definition("int", _NO_DEFAULT, "this broker's id", _at_least(0)),
     "listeners": Definition("list", ["PLAINTEXT://127.0.0.1:9092"], "where to listen"),
     "advertised.listeners": Definition("list", None, "what to tell clients (default listeners)"),
+    "listener.security.protocol.map": Definition(
+        "list",
+        ["PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL"],
+        "listener name -> security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)",
+    ),
+    "inter.broker.listener.name": Definition(
+        "string", None, "the listener brokers and the controller use to reach each other"
+    ),
+    "security.inter.broker.protocol": Definition(
+        "string", None, "the inter-broker security protocol (when no listener name is given)"
+    ),
     "log.dirs": Definition("list", None, "log directories (default log.dir)"),
     "log.dir": Definition("string", "/tmp/kafka-logs"),
     "zookeeper.connect": Definition("string", _NO_DEFAULT, "host:port[,host:port][/chroot]"),
@@ -299,9 +313,6 @@ ACCEPTED_WITHOUT_EFFECT = frozenset(
         "socket.send.buffer.bytes",
         "socket.receive.buffer.bytes",
         "num.recovery.threads.per.data.dir",
-        "listener.security.protocol.map",
-        "inter.broker.listener.name",
-        "security.inter.broker.protocol",
         "inter.broker.protocol.version",
         "log.cleaner.io.buffer.load.factor",
         "zookeeper.connection.timeout.ms",
@@ -445,6 +456,58 @@ class BrokerConfig:
         if not values:
             return self.listeners
         return [Endpoint.parse(value, "advertised.listeners") for value in values]
+
+    @property
+    def security_protocol_map(self) -> dict[str, str]:
+        """listener.security.protocol.map as a dict; each entry `NAME:PROTOCOL`."""
+        mapping: dict[str, str] = {}
+        for entry in self._values["listener.security.protocol.map"]:
+            name, sep, protocol = entry.strip().partition(":")
+            if not sep or protocol.upper() not in SECURITY_PROTOCOLS:
+                raise ConfigError(
+                    f"config listener.security.protocol.map: {entry!r} is not LISTENER:PROTOCOL "
+                    f"with PROTOCOL one of {', '.join(SECURITY_PROTOCOLS)}"
+                )
+            mapping[name.strip().upper()] = protocol.upper()
+        return mapping
+
+    def security_protocol(self, listener: str) -> str:
+        """The security protocol of `listener` (a name from `listeners`)."""
+        protocol = self.security_protocol_map.get(listener.upper())
+        if protocol is None:
+            raise ConfigError(
+                f"no security protocol defined for listener {listener} "
+                "(listener.security.protocol.map)"
+            )
+        return protocol
+
+    @property
+    def inter_broker_listener(self) -> str:
+        """The listener the brokers and the controller reach each other on, as Kafka picks it:
+        inter.broker.listener.name; else the listener whose protocol is
+        security.inter.broker.protocol; else the first listener."""
+        named = self._values["inter.broker.listener.name"]
+        by_protocol = self._values["security.inter.broker.protocol"]
+        listeners = [e.listener for e in self.listeners]
+        if named is not None and by_protocol is not None:
+            raise ConfigError(
+                "only one of inter.broker.listener.name and security.inter.broker.protocol "
+                "may be set"
+            )
+        if named is not None:
+            if named.upper() not in listeners:
+                raise ConfigError(
+                    f"inter.broker.listener.name {named!r} is not a listener in listeners"
+                )
+            return named.upper()
+        if by_protocol is not None:
+            found = [name for name in listeners if self.security_protocol(name) == by_protocol]
+            if not found:
+                raise ConfigError(
+                    f"security.inter.broker.protocol {by_protocol!r}: no listener has it"
+                )
+            return found[0]
+        return listeners[0] if listeners else "PLAINTEXT"
 
     @property
     def retention_ms(self) -> int:

@@ -19,7 +19,7 @@ class BrokerConnections:
     def __init__(self, broker: Broker, purpose: str, request_timeout_ms: int) -> None:
         self.metadata_cache = broker.metadata_cache
         config = broker.services.config
-        self.listener = config.listeners[0].listener if config.listeners else "PLAINTEXT"
+        self.listener = config.inter_broker_listener
         self.client_id = f"broker-{broker.broker_id}-{purpose}"
         self.request_timeout_ms = request_timeout_ms
         self._connections: dict[int, BrokerConnection] = {}

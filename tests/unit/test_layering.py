@@ -23,11 +23,13 @@ ALLOWED: dict[str, set[str]] = {
     "storage": {"protocol"},
     # configuration sits below everything that reads it
     "config": {"protocol", "storage"},
-    "zk": {"protocol", "storage", "processes"},
+    "zk": {"protocol", "storage", "security", "processes"},
     "coordinator": {"protocol"},
+    # security decisions (principals, SASL, ACLs, TLS settings), below their callers
+    "security": {"protocol", "config"},
     # the data plane and the controller never import each other (nor the coordinators)
-    "broker": {"protocol", "storage", "config", "client", "aio", "faults"},
-    "controller": {"protocol", "storage", "config", "zk", "client", "aio", "faults"},
+    "broker": {"protocol", "storage", "config", "security", "client", "aio", "faults"},
+    "controller": {"protocol", "storage", "config", "security", "zk", "client", "aio", "faults"},
     # one package assembles a broker process
     "node": {
         "broker",
@@ -36,6 +38,7 @@ ALLOWED: dict[str, set[str]] = {
         "config",
         "zk",
         "protocol",
+        "security",
         "storage",
         "client",
         "aio",
@@ -56,6 +59,7 @@ ALLOWED: dict[str, set[str]] = {
         "protocol",
         "proxy",
         "spark",
+        "security",
         "storage",
         "aio",
     },

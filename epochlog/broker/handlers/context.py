@@ -33,6 +33,7 @@ from epochlog.broker.metadata_cache import BrokerEndpoint, MetadataCache
 from epochlog.broker.replica_manager import ReplicaManager
 from epochlog.config.broker import BrokerConfig
 from epochlog.protocol.api import Request
+from epochlog.security.principal import ANONYMOUS, KafkaPrincipal
 from epochlog.storage import LogManager
 
 
@@ -56,6 +57,10 @@ class ConnectionInfo:
     listener: str  # the listener name the client connected through, e.g. PLAINTEXT
     peer: str  # host:port of the client, for log lines
     appends: AppendOrder = field(default_factory=AppendOrder, compare=False)
+    # Who the client is: ANONYMOUS on PLAINTEXT; a TLS certificate's mapped name; a SASL user
+    # once authenticated (the connection then holds a new ConnectionInfo: `dataclasses.replace`).
+    principal: KafkaPrincipal = ANONYMOUS
+    security_protocol: str = "PLAINTEXT"  # the listener's, by listener.security.protocol.map
 
 
 @dataclass
