@@ -46,11 +46,14 @@ class BrokerInfo:
     """A registered broker as the controller sees it: where it listens and its generation."""
 
     id: int
-    host: str
+    host: str  # host, port and listener: the inter-broker endpoint, where the controller connects
     port: int
     epoch: int  # the czxid of /brokers/ids/<id> (KIP-380)
     rack: str | None = None
     listener: str = "PLAINTEXT"
+    # every listener the broker registered, (listener, host, port, security protocol id), for
+    # UpdateMetadata: a client is answered with the endpoints of the listener it came in on
+    endpoints: tuple[tuple[str, str, int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from epochlog.aio import wait_for
-from epochlog.config.broker import BrokerConfig
+from epochlog.config.broker import SECURITY_PROTOCOLS, BrokerConfig
 from epochlog.controller import events as ev
 from epochlog.controller.broker_change import classify_brokers
 from epochlog.controller.channel import ControllerChannel
@@ -78,9 +78,14 @@ class ControllerMovedError(Exception):
     """This broker is no longer the controller (its fenced write failed)."""
 
 
-def _broker_info(registered: RegisteredBroker) -> BrokerInfo:
+def _broker_info(registered: RegisteredBroker, inter_broker_listener: str) -> BrokerInfo:
+    """The controller's view of a registered broker: it connects to the inter-broker listener
+    (the first one if the broker registered none by that name), and tells clients of all."""
     registration = registered.registration
-    endpoint = registration.endpoints[0]
+    endpoint = next(
+        (e for e in registration.endpoints if e.listener == inter_broker_listener),
+        registration.endpoints[0],
+    )
     return BrokerInfo(
         id=registration.broker_id,
         host=endpoint.host,
@@ -88,6 +93,10 @@ def _broker_info(registered: RegisteredBroker) -> BrokerInfo:
         epoch=registered.epoch,
         rack=registration.rack,
         listener=endpoint.listener,
+        endpoints=tuple(
+            (e.listener, e.host, e.port, SECURITY_PROTOCOLS.get(e.security_protocol, 0))
+            for e in registration.endpoints
+        ),
     )
 
 
@@ -312,7 +321,7 @@ class Controller(ControllerRequests, StorageEvents, PartitionRequests, Reassignm
             time.monotonic() - started,
         )
         for registered in brokers.values():
-            info = _broker_info(registered)
+            info = _broker_info(registered, self.config.inter_broker_listener)
             self.ctx.live_brokers[info.id] = info
             self.channel.add_broker(info)
         for topic, assignment in topics.items():
@@ -476,7 +485,7 @@ class Controller(ControllerRequests, StorageEvents, PartitionRequests, Reassignm
             self.ctx.shutting_down.discard(broker_id)
             await self.channel.remove_broker(broker_id)
         for broker_id in change.new:
-            info = _broker_info(registered[broker_id])
+            info = _broker_info(registered[broker_id], self.config.inter_broker_listener)
             self.ctx.live_brokers[broker_id] = info
             self.channel.add_broker(info)
         if change.new:
@@ -490,7 +499,7 @@ class Controller(ControllerRequests, StorageEvents, PartitionRequests, Reassignm
                 await self.channel.remove_broker(broker_id)
             await self._execute(on_broker_failure(self.ctx, change.bounced, self._unclean))
             for broker_id in change.bounced:
-                info = _broker_info(registered[broker_id])
+                info = _broker_info(registered[broker_id], self.config.inter_broker_listener)
                 self.ctx.live_brokers[broker_id] = info
                 self.channel.add_broker(info)
             await self._execute(on_broker_startup(self.ctx, change.bounced, self._unclean))

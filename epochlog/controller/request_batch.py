@@ -323,7 +323,10 @@ def update_metadata(
                 id=b.id,
                 endpoints=[
                     m.UpdateMetadataRequest.UpdateMetadataEndpoint(
-                        port=b.port, host=b.host, listener=b.listener, security_protocol=0
+                        port=port, host=host, listener=listener, security_protocol=protocol
+                    )
+                    for listener, host, port, protocol in (
+                        b.endpoints or ((b.listener, b.host, b.port, 0),)
                     )
                 ],
                 rack=b.rack,

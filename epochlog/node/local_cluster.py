@@ -22,8 +22,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,8 @@ class BrokerProcess:
     process: subprocess.Popen[bytes] | None = None
     host: str = "127.0.0.1"
     launcher: tuple[str, ...] = ()
+    # listener name -> port of the listeners after the first (PLAINTEXT, which `port` is)
+    extra_ports: dict[str, int] = field(default_factory=dict)
 
     @property
     def config_path(self) -> Path:
@@ -109,8 +111,13 @@ class LocalCluster:
         zk_session_timeout_ms: int = 6000,
         log_dirs_per_broker: int = 1,
         placements: Mapping[int, BrokerPlacement] | None = None,
+        extra_listeners: Sequence[str] = (),
     ) -> None:
         self.directory = Path(directory).resolve()
+        # Listeners each broker has beside PLAINTEXT (which the harness itself talks to), each on
+        # a free port kept across restarts: e.g. ("SSL",) for clients under test, with
+        # broker_config naming their protocols and the inter-broker listener as a test needs.
+        self.extra_listeners = tuple(name.upper() for name in extra_listeners)
         self.broker_count = brokers
         self.external_zookeeper = zookeeper
         self.broker_config = dict(broker_config or {})
@@ -148,11 +155,18 @@ class LocalCluster:
         directory = self.directory / f"broker-{broker_id}"
         directory.mkdir(parents=True, exist_ok=True)
         config_path = directory / "server.properties"
-        if config_path.exists() and port is None:
+        extra_ports: dict[str, int] = {}
+        if config_path.exists():
             existing = dict(
                 line.split("=", 1) for line in config_path.read_text().splitlines() if "=" in line
             )
-            port = int(existing["listeners"].rsplit(":", 1)[1])
+            ports = {
+                listener.split("://", 1)[0]: int(listener.rsplit(":", 1)[1])
+                for listener in existing["listeners"].split(",")
+            }
+            extra_ports = {name: p for name, p in ports.items() if name != "PLAINTEXT"}
+            if port is None:
+                port = ports["PLAINTEXT"]
         existing_dirs: str | None = None
         if config_path.exists():
             for line in config_path.read_text().splitlines():
@@ -160,9 +174,14 @@ class LocalCluster:
                     existing_dirs = line.split("=", 1)[1]  # a restart keeps the broker's dirs
         placement = self.placements.get(broker_id, BrokerPlacement())
         port = port or placement.port or free_port()
+        for name in self.extra_listeners:
+            extra_ports.setdefault(name, free_port())
         values: dict[str, Any] = {
             "broker.id": broker_id,
-            "listeners": f"PLAINTEXT://{placement.host}:{port}",
+            "listeners": ",".join(
+                [f"PLAINTEXT://{placement.host}:{port}"]
+                + [f"{name}://{placement.host}:{p}" for name, p in extra_ports.items()]
+            ),
             "log.dirs": existing_dirs
             or ",".join(
                 str(directory / ("logs" if i == 1 else f"logs-{i}"))
@@ -177,7 +196,12 @@ class LocalCluster:
         values.update(self.broker_config)
         config_path.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
         return BrokerProcess(
-            broker_id, port, directory, host=placement.host, launcher=placement.launcher
+            broker_id,
+            port,
+            directory,
+            host=placement.host,
+            launcher=placement.launcher,
+            extra_ports=extra_ports,
         )
 
     def _spawn(self, broker: BrokerProcess) -> None:
@@ -262,6 +286,14 @@ class LocalCluster:
     def bootstrap_servers(self) -> str:
         return ",".join(f"{b.host}:{b.port}" for b in self.brokers.values())
 
+    def listener_bootstrap(self, listener: str) -> str:
+        """host:port of every broker's `listener` (one of `extra_listeners`, or PLAINTEXT)."""
+        if listener.upper() == "PLAINTEXT":
+            return self.bootstrap_servers
+        return ",".join(
+            f"{b.host}:{b.extra_ports[listener.upper()]}" for b in self.brokers.values()
+        )
+
     def controller_id(self) -> int | None:
         return self.zk_state()["controller"]
 
@@ -342,7 +374,12 @@ class LocalCluster:
             "zookeeper_pid": self.zk_pid,
             "external_zookeeper": self.external_zookeeper is not None,
             "brokers": {
-                str(b.broker_id): {"port": b.port, "pid": b.pid, "host": b.host}
+                str(b.broker_id): {
+                    "port": b.port,
+                    "pid": b.pid,
+                    "host": b.host,
+                    "extra_ports": b.extra_ports,
+                }
                 for b in self.brokers.values()
             },
         }
@@ -366,6 +403,7 @@ class LocalCluster:
                 info["port"],
                 path.parent / f"broker-{broker_id}",
                 host=info.get("host", "127.0.0.1"),
+                extra_ports=info.get("extra_ports", {}),
             )
             b.pid = info["pid"]
             cluster.brokers[int(broker_id)] = b

@@ -198,7 +198,10 @@ class BrokerProcess:
         await dynamic_configs.start(broker, elector)
         registration = BrokerRegistration(
             self.broker_id,
-            tuple(Endpoint(e.listener, e.host, e.port) for e in broker.advertised_endpoints),
+            tuple(
+                Endpoint(e.listener, e.host, e.port, self.config.security_protocol(e.listener))
+                for e in broker.advertised_endpoints
+            ),
             rack=self.config["broker.rack"],
         )
         loop = asyncio.get_running_loop()
