@@ -38,6 +38,15 @@ Bad input closes only the connection it came on:
 Responses are encoded with holes where a body carries log data as file slices (a Fetch's
 records), and those are written by `transmit` (sendfile); any other answer is queued as bytes.
 
+TLS (a listener whose protocol is SSL or SASL_SSL, `security.tls`): the connection is accepted
+as plain TCP and upgraded with `loop.start_tls` before anything is read, so a handshake that
+fails (a plaintext client, garbage, an untrusted or missing certificate when
+ssl.client.auth=required) is one line in the log and that connection closed, never a task left
+behind (the handshake is bounded by TLS_HANDSHAKE_TIMEOUT_S). The connection's principal is the
+client certificate's subject mapped by ssl.principal.mapping.rules (ANONYMOUS without one).
+File slices cannot be sendfile'd into TLS: they are read in chunks and written through the
+transport (`SendMode.THROUGH`); plaintext listeners keep the sendfile path.
+
 Client quotas (KIP-13, KIP-219; the math is `client_quotas`): a Produce's request size and a
 consumer Fetch's response size are recorded against the client's byte rate when it is
 answered. Over quota, the answer carries throttle_time_ms and the connection is muted for that
@@ -50,6 +59,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import socket
 import time
@@ -75,6 +85,8 @@ from epochlog.protocol.api import (
 )
 from epochlog.protocol.errors import DecodeError, ErrorCode, ProtocolError, UnsupportedVersionError
 from epochlog.protocol.framing import FramePool, FrameReader, FrameSizeError
+from epochlog.security.principal_mapping import NoMatchingRuleError, certificate_principal
+from epochlog.security.tls import ListenerTls
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +94,7 @@ MAX_QUEUED_FRAMES = 32
 # Deferred answers (appended produces, queued commits) of one connection waiting for replication
 # at once (see `_defer_produce`).
 MAX_WAITING_PRODUCES = 16
+TLS_HANDSHAKE_TIMEOUT_S = 30.0
 
 
 class KafkaServer:
@@ -101,11 +114,24 @@ class KafkaServer:
         self.frame_pool = FramePool()  # large request frames' memory, shared by connections
         self._servers: list[asyncio.AbstractServer] = []
 
-    async def listen(self, listener: str, host: str, port: int) -> int:
-        """Start serving `listener` on host:port; returns the bound port (port 0: a free one)."""
+    async def listen(
+        self,
+        listener: str,
+        host: str,
+        port: int,
+        *,
+        security_protocol: str = "PLAINTEXT",
+        tls: ListenerTls | None = None,
+    ) -> int:
+        """Start serving `listener` on host:port, over TLS when `tls` is given; returns the
+        bound port (port 0: a free one)."""
         loop = asyncio.get_running_loop()
         server = await loop.create_server(
-            lambda: Connection(self, listener), host or None, port, reuse_address=True, backlog=512
+            lambda: Connection(self, listener, security_protocol, tls),
+            host or None,
+            port,
+            reuse_address=True,
+            backlog=512,
         )
         self._servers.append(server)
         # typeshed says a tuple; uvloop's Server holds a list (mypyc checks the declared type)
@@ -135,12 +161,20 @@ class KafkaServer:
 class Connection(asyncio.BufferedProtocol):
     """One client connection: framing, the in-order request loop, flow control."""
 
-    def __init__(self, server: KafkaServer, listener: str) -> None:
+    def __init__(
+        self,
+        server: KafkaServer,
+        listener: str,
+        security_protocol: str = "PLAINTEXT",
+        tls: ListenerTls | None = None,
+    ) -> None:
         self.server = server
         self.listener = listener
+        self.security_protocol = security_protocol
+        self.tls = tls
         self.transport: asyncio.Transport | None = None
         self.task: asyncio.Task[None] | None = None
-        self.info = ConnectionInfo(listener, "?")
+        self.info = ConnectionInfo(listener, "?", security_protocol=security_protocol)
         # The socket is read straight into the reader's buffers (`framing`): large frames are
         # not copied on their way in.
         self._reader = FrameReader(server.max_request_bytes, pool=server.frame_pool)
@@ -171,16 +205,71 @@ class Connection(asyncio.BufferedProtocol):
         # uvloop's transports do not subclass asyncio.Transport, but behave as one.
         self.transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
-        self.info = ConnectionInfo(self.listener, f"{peer[0]}:{peer[1]}" if peer else "?")
+        self.info = ConnectionInfo(
+            self.listener,
+            f"{peer[0]}:{peer[1]}" if peer else "?",
+            security_protocol=self.security_protocol,
+        )
         sock = self.transport.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.server.connections.add(self)
+        loop = asyncio.get_running_loop()
+        if self.tls is not None:
+            self.task = loop.create_task(self._handshake_then_serve(self.tls))
+            return
         # Pause as soon as anything is buffered, resume when the buffer is empty: the request
         # loop waits for that before the next request, and sendfile needs an empty buffer.
         self.transport.set_write_buffer_limits(high=0)
-        self.server.connections.add(self)
-        self.task = asyncio.get_running_loop().create_task(self._serve())
+        self.task = loop.create_task(self._serve())
+
+    async def _handshake_then_serve(self, tls: ListenerTls) -> None:
+        raw = self.transport
+        assert raw is not None
+        try:
+            upgraded = await asyncio.get_running_loop().start_tls(
+                raw,
+                self,
+                tls.context,
+                server_side=True,
+                ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S,
+            )
+        except asyncio.CancelledError:
+            raw.abort()
+            raise
+        except (OSError, TimeoutError, ConnectionError, ValueError) as exc:
+            self._closed = True
+            self.server.connections.discard(self)
+            log.info(
+                "TLS handshake with %s on listener %s failed, closing: %s",
+                self.info.peer,
+                self.listener,
+                _one_line(exc),
+            )
+            raw.abort()
+            return
+        if upgraded is None or self._closed:
+            raw.abort()
+            return
+        self.transport = cast(asyncio.Transport, upgraded)
+        ssl_object = upgraded.get_extra_info("ssl_object")
+        der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+        try:
+            principal = certificate_principal(der, tls.mapper)
+        except NoMatchingRuleError as exc:
+            self.close(f"TLS authentication failed: {exc}")
+            return
+        self.info = dataclasses.replace(self.info, principal=principal)
+        log.debug(
+            "TLS connection from %s on listener %s: principal %s (%s)",
+            self.info.peer,
+            self.listener,
+            principal,
+            ssl_object.version() if ssl_object is not None else "?",
+        )
+        self.transport.set_write_buffer_limits(high=0)
+        await self._serve()
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._reader.buffer()
@@ -480,7 +569,8 @@ class Connection(asyncio.BufferedProtocol):
             frame = encode_response_segments(api_key, version, request.correlation_id, body)
             if frame.slices:
                 self._flush_responses()  # earlier answers first: the transport writes in order
-                mode = self.server.send_mode
+                # TLS: the bytes must pass through the transport to be encrypted
+                mode = self.server.send_mode if self.tls is None else SendMode.THROUGH
                 await send_segmented(self.transport, frame, self.wait_drained, mode)
             else:
                 self._queue_response(bytes(frame))
@@ -494,3 +584,8 @@ class Connection(asyncio.BufferedProtocol):
             return
         if self._write_paused or self._closed:
             await self.wait_drained()
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}" if not text.startswith(type(exc).__name__) else text

@@ -58,6 +58,7 @@ from epochlog.controller.reassignment_events import ReassignmentEvents
 from epochlog.controller.requests import ControllerRequests
 from epochlog.controller.storage_events import StorageEvents
 from epochlog.faults import FaultInjector
+from epochlog.security.tls import inter_broker_client_context
 from epochlog.zk import controller_zk as zkc
 from epochlog.zk.session import WatchHandle, watch_data
 from epochlog.zk.watches import watch_broker_ids, watch_topic_deletions, watch_topics
@@ -118,7 +119,12 @@ class Controller(ControllerRequests, StorageEvents, PartitionRequests, Reassignm
         self.topic_configs: dict[str, dict[str, str]] = {}
         self.writer = zkc.FencedWriter.for_election(zk, election)
         self.faults = FaultInjector.from_config(config)
-        self.channel = ControllerChannel(broker_id, config["request.timeout.ms"], self.faults)
+        self.channel = ControllerChannel(
+            broker_id,
+            config["request.timeout.ms"],
+            self.faults,
+            ssl_context=inter_broker_client_context(config),
+        )
         self._events: asyncio.Queue[tuple[ev.ControllerEvent, asyncio.Future[Any] | None]] = (
             asyncio.Queue()
         )

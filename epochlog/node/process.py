@@ -49,6 +49,7 @@ from epochlog.node.transactions import ZkTransactionCoordinator, attach_transact
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import ApiKey
 from epochlog.protocol.errors import ErrorCode
+from epochlog.security.tls import inter_broker_client_context
 from epochlog.zk import controller_zk as zkc
 from epochlog.zk.cluster import (
     allocate_producer_id_block,
@@ -270,13 +271,18 @@ class BrokerProcess:
         registered = brokers.get(controller_id)
         if registered is None:
             return None
-        endpoint = registered.registration.endpoints[0]
+        # the controller's endpoint on the inter-broker listener, as every broker-to-broker
+        # connection (the first listener only if the registration predates named listeners)
+        listener = self.config.inter_broker_listener
+        endpoints = registered.registration.endpoints
+        endpoint = next((e for e in endpoints if e.listener == listener), endpoints[0])
         connection = BrokerConnection(
             endpoint.host,
             endpoint.port,
             node_id=controller_id,
             client_id=f"broker-{self.broker_id}-shutdown",
             request_timeout_ms=self.config["request.timeout.ms"],
+            ssl_context=inter_broker_client_context(self.config),
         )
         try:
             await wait_for(connection.connect(), 10)

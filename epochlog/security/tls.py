@@ -132,13 +132,25 @@ def principal_mapper(settings: TlsSettings) -> PrincipalMapper:
         raise settings.error("ssl.principal.mapping.rules", str(exc)) from None
 
 
-def listener_contexts(config: BrokerConfig) -> dict[str, ssl.SSLContext]:
-    """A server context for each TLS listener, by listener name."""
-    return {
-        endpoint.listener: server_context(TlsSettings.for_listener(config, endpoint.listener))
-        for endpoint in config.listeners
-        if uses_tls(config.security_protocol(endpoint.listener))
-    }
+@dataclass(frozen=True)
+class ListenerTls:
+    """What a TLS listener serves with: its context and its principal mapping."""
+
+    context: ssl.SSLContext
+    mapper: PrincipalMapper
+
+
+def listener_tls(config: BrokerConfig) -> dict[str, ListenerTls]:
+    """A `ListenerTls` for each listener whose protocol is SSL or SASL_SSL, by listener name;
+    ConfigError (naming the key) for a setting that does not load."""
+    found = {}
+    for endpoint in config.listeners:
+        if uses_tls(config.security_protocol(endpoint.listener)):
+            settings = TlsSettings.for_listener(config, endpoint.listener)
+            found[endpoint.listener] = ListenerTls(
+                server_context(settings), principal_mapper(settings)
+            )
+    return found
 
 
 # ------------------------------------------------------------------------------ pieces

@@ -15,7 +15,7 @@ from epochlog.security.tls import (
     TlsSettings,
     client_context,
     inter_broker_client_context,
-    listener_contexts,
+    listener_tls,
     openssl_cipher_name,
     principal_mapper,
     server_context,
@@ -220,7 +220,7 @@ def test_inter_broker_context_only_for_a_tls_inter_broker_listener(
     context = inter_broker_client_context(tls)
     assert context is not None
     assert context.check_hostname and context.verify_mode == ssl.CERT_REQUIRED
-    assert set(listener_contexts(tls)) == {"SSL"}
+    assert set(listener_tls(tls)) == {"SSL"}
 
 
 def test_endpoint_identification_can_be_turned_off(ca: CertificateAuthority) -> None:
