@@ -38,14 +38,16 @@ Bad input closes only the connection it came on:
 Responses are encoded with holes where a body carries log data as file slices (a Fetch's
 records), and those are written by `transmit` (sendfile); any other answer is queued as bytes.
 
-TLS (a listener whose protocol is SSL or SASL_SSL, `security.tls`): the connection is accepted
-as plain TCP and upgraded with `loop.start_tls` before anything is read, so a handshake that
-fails (a plaintext client, garbage, an untrusted or missing certificate when
-ssl.client.auth=required) is one line in the log and that connection closed, never a task left
-behind (the handshake is bounded by TLS_HANDSHAKE_TIMEOUT_S). The connection's principal is the
-client certificate's subject mapped by ssl.principal.mapping.rules (ANONYMOUS without one).
-File slices cannot be sendfile'd into TLS: they are read in chunks and written through the
-transport (`SendMode.THROUGH`); plaintext listeners keep the sendfile path.
+TLS (a listener whose protocol is SSL or SASL_SSL; settings in `security.tls`): the connection
+is plain TCP and the TLS layer is ours, sans-I/O (`tls_transport.TlsSession`): ciphertext
+arrives in `buffer_updated`, the handshake advances with it, and plaintext is read from the
+session straight into the frame reader's buffers. A handshake that fails (a plaintext client,
+garbage, a missing or untrusted certificate where ssl.client.auth=required) or does not finish
+within TLS_HANDSHAKE_TIMEOUT_S is one line in the log and that connection closed; no task exists
+until the handshake is done. The connection's principal is then the client certificate's
+subject mapped by ssl.principal.mapping.rules (ANONYMOUS without one), logged at DEBUG. Writes
+go through `TlsTransport`, which encrypts; file slices cannot be sendfile'd into TLS, so they are
+read in chunks and written through it (`SendMode.THROUGH`). Plaintext listeners are unchanged.
 
 Client quotas (KIP-13, KIP-219; the math is `client_quotas`): a Produce's request size and a
 consumer Fetch's response size are recorded against the client's byte rate when it is
@@ -62,6 +64,7 @@ import contextlib
 import dataclasses
 import logging
 import socket
+import ssl
 import time
 from collections import deque
 from collections.abc import Awaitable, Sequence
@@ -70,6 +73,7 @@ from typing import Any, cast
 from epochlog.broker.client_quotas import ANONYMOUS_USER, client_throttles_itself
 from epochlog.broker.handlers import HANDLERS, BrokerServices, CloseConnection, ConnectionInfo
 from epochlog.broker.handlers.errors import error_response
+from epochlog.broker.tls_transport import TlsSession, TlsTransport
 from epochlog.broker.transmit import SendMode, SliceTruncatedError, send_segmented
 from epochlog.protocol.api import (
     ApiKey,
@@ -95,6 +99,7 @@ MAX_QUEUED_FRAMES = 32
 # at once (see `_defer_produce`).
 MAX_WAITING_PRODUCES = 16
 TLS_HANDSHAKE_TIMEOUT_S = 30.0
+TLS_READ_BYTES = 64 * 1024  # ciphertext read at once from a TLS connection's socket
 
 
 class KafkaServer:
@@ -172,6 +177,9 @@ class Connection(asyncio.BufferedProtocol):
         self.listener = listener
         self.security_protocol = security_protocol
         self.tls = tls
+        self._tls_session: TlsSession | None = None
+        self._cipher_buffer: memoryview | None = None
+        self._handshake_timer: asyncio.TimerHandle | None = None
         self.transport: asyncio.Transport | None = None
         self.task: asyncio.Task[None] | None = None
         self.info = ConnectionInfo(listener, "?", security_protocol=security_protocol)
@@ -214,69 +222,37 @@ class Connection(asyncio.BufferedProtocol):
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.server.connections.add(self)
-        loop = asyncio.get_running_loop()
-        if self.tls is not None:
-            self.task = loop.create_task(self._handshake_then_serve(self.tls))
-            return
         # Pause as soon as anything is buffered, resume when the buffer is empty: the request
         # loop waits for that before the next request, and sendfile needs an empty buffer.
         self.transport.set_write_buffer_limits(high=0)
+        self.server.connections.add(self)
+        loop = asyncio.get_running_loop()
+        if self.tls is not None:
+            # the request loop starts once the handshake is done (`_tls_established`)
+            self._tls_session = TlsSession(self.tls.context)
+            self._cipher_buffer = memoryview(bytearray(TLS_READ_BYTES))
+            self._handshake_timer = loop.call_later(
+                TLS_HANDSHAKE_TIMEOUT_S, self._handshake_failed, None
+            )
+            return
         self.task = loop.create_task(self._serve())
 
-    async def _handshake_then_serve(self, tls: ListenerTls) -> None:
-        raw = self.transport
-        assert raw is not None
-        try:
-            upgraded = await asyncio.get_running_loop().start_tls(
-                raw,
-                self,
-                tls.context,
-                server_side=True,
-                ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S,
-            )
-        except asyncio.CancelledError:
-            raw.abort()
-            raise
-        except (OSError, TimeoutError, ConnectionError, ValueError) as exc:
-            self._closed = True
-            self.server.connections.discard(self)
-            log.info(
-                "TLS handshake with %s on listener %s failed, closing: %s",
-                self.info.peer,
-                self.listener,
-                _one_line(exc),
-            )
-            raw.abort()
-            return
-        if upgraded is None or self._closed:
-            raw.abort()
-            return
-        self.transport = cast(asyncio.Transport, upgraded)
-        ssl_object = upgraded.get_extra_info("ssl_object")
-        der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
-        try:
-            principal = certificate_principal(der, tls.mapper)
-        except NoMatchingRuleError as exc:
-            self.close(f"TLS authentication failed: {exc}")
-            return
-        self.info = dataclasses.replace(self.info, principal=principal)
-        log.debug(
-            "TLS connection from %s on listener %s: principal %s (%s)",
-            self.info.peer,
-            self.listener,
-            principal,
-            ssl_object.version() if ssl_object is not None else "?",
-        )
-        self.transport.set_write_buffer_limits(high=0)
-        await self._serve()
-
     def get_buffer(self, sizehint: int) -> memoryview:
+        if self._cipher_buffer is not None:
+            return self._cipher_buffer
         return self._reader.buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
         if self._closed:
             return
+        if self._tls_session is not None:
+            assert self._cipher_buffer is not None
+            self._tls_received(self._tls_session, self._cipher_buffer[:nbytes])
+            return
+        self._plain_received(nbytes)
+
+    def _plain_received(self, nbytes: int) -> None:
+        """`nbytes` of the request stream landed in the frame reader's buffer."""
         try:
             self._reader.filled(nbytes)
         except FrameSizeError as exc:
@@ -291,12 +267,98 @@ class Connection(asyncio.BufferedProtocol):
 
     def eof_received(self) -> bool:
         # Answer what has arrived, then close (a client may half-close after its requests).
+        session = self._tls_session
+        if session is not None and not session.established:
+            self._handshake_failed(ConnectionResetError("closed by the client"))
+            return False
         self._eof = True
         self._wake(self._frame_ready)
         return True
 
+    # ---------------------------------------------------------------------------- TLS
+
+    def _tls_received(self, session: TlsSession, ciphertext: memoryview) -> None:
+        session.receive(ciphertext)
+        try:
+            if not session.established:
+                done = session.handshake()
+                self._send_tls_output(session)
+                if not done:
+                    return
+                self._tls_established(session)
+            self._read_tls(session)
+        except (ssl.SSLError, OSError) as exc:
+            if session.established:
+                self.close(f"TLS error: {_one_line(exc)}")
+            else:
+                self._send_tls_output(session)  # the alert saying why, if any
+                self._handshake_failed(exc)
+
+    def _read_tls(self, session: TlsSession) -> None:
+        """Decrypt what the session holds into the frame reader, while reading is not paused
+        (resuming calls it again: plaintext may wait in the session, not in the socket)."""
+        while not (self._closed or self._read_paused or self._throttle_paused):
+            nbytes = session.read_into(self._reader.buffer())
+            if nbytes == 0:
+                break
+            if nbytes < 0:  # close_notify: the client is done
+                self.eof_received()
+                break
+            self._plain_received(nbytes)
+        self._send_tls_output(session)
+
+    def _send_tls_output(self, session: TlsSession) -> None:
+        data = session.outgoing()
+        transport = self.transport
+        if data and transport is not None and not transport.is_closing():
+            raw = transport.raw if isinstance(transport, TlsTransport) else transport
+            raw.write(data)
+
+    def _tls_established(self, session: TlsSession) -> None:
+        assert self.tls is not None and self.transport is not None
+        if self._handshake_timer is not None:
+            self._handshake_timer.cancel()
+        try:
+            principal = certificate_principal(session.peer_certificate(), self.tls.mapper)
+        except NoMatchingRuleError as exc:
+            self.close(f"TLS authentication failed: {exc}")
+            return
+        self.info = dataclasses.replace(self.info, principal=principal)
+        log.debug(
+            "TLS connection from %s on listener %s: principal %s (%s)",
+            self.info.peer,
+            self.listener,
+            principal,
+            session.ssl_object.version(),
+        )
+        self.transport = cast(asyncio.Transport, TlsTransport(self.transport, session))
+        self.task = asyncio.get_running_loop().create_task(self._serve())
+
+    def _handshake_failed(self, exc: BaseException | None) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._handshake_timer is not None:
+            self._handshake_timer.cancel()
+        self.server.connections.discard(self)
+        reason = (
+            f"no handshake within {TLS_HANDSHAKE_TIMEOUT_S:.0f} s"
+            if exc is None
+            else _one_line(exc)
+        )
+        log.info(
+            "TLS handshake with %s on listener %s failed, closing: %s",
+            self.info.peer,
+            self.listener,
+            reason,
+        )
+        if self.transport is not None:
+            self.transport.close()
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
+        if self._handshake_timer is not None:
+            self._handshake_timer.cancel()
         self.server.connections.discard(self)
         self._wake(self._frame_ready)
         self._wake(self._drained)
@@ -363,6 +425,8 @@ class Connection(asyncio.BufferedProtocol):
             assert self.transport is not None
             if not self._throttle_paused:
                 self.transport.resume_reading()
+                if self._tls_session is not None:
+                    self._read_tls(self._tls_session)
         return frame
 
     # ---------------------------------------------------------------- quota throttling
@@ -391,6 +455,8 @@ class Connection(asyncio.BufferedProtocol):
         self._throttle_paused = False
         if not self._read_paused and not self._closed and self.transport is not None:
             self.transport.resume_reading()
+            if self._tls_session is not None:
+                self._read_tls(self._tls_session)
 
     async def _wait_unmuted(self) -> None:
         loop = asyncio.get_running_loop()

@@ -23,7 +23,7 @@ import confluent_kafka as ck
 import pytest
 from cryptography.x509.oid import NameOID
 
-from epochlog.client import Admin, Consumer, Producer
+from epochlog.client import Admin, Consumer, KafkaError, Producer
 from epochlog.security.certs import CertificateAuthority, IssuedCertificate
 from epochlog.testing.cluster import LocalCluster
 
@@ -82,10 +82,15 @@ def until(what: str, check: Callable[[], bool], timeout_s: float = 60) -> None:
 def create_topic(cluster: LocalCluster, name: str, partitions: int = 1) -> None:
     with Admin({"bootstrap.servers": cluster.bootstrap_servers}) as admin:
         admin.create_topic(name, partitions, 3, configs={"min.insync.replicas": "2"})
-        until(
-            f"leaders for {name}",
-            lambda: all(p.leader >= 0 for p in admin.describe_topics([name])[name].partitions),
-        )
+
+
+        def led() -> bool:
+            try:
+                return all(p.leader >= 0 for p in admin.describe_topics([name])[name].partitions)
+            except KafkaError:  # not in this broker's metadata yet
+                return False
+
+        until(f"leaders for {name}", led)
 
 
 def confluent_ssl(cluster: LocalCluster, ca: CertificateAuthority, **extra: str) -> dict[str, str]:
