@@ -33,9 +33,6 @@ class TlsSession:
     def receive(self, ciphertext: bytes | memoryview) -> None:
         self._incoming.write(ciphertext)
 
-    def receive_eof(self) -> None:
-        self._incoming.write_eof()
-
     def handshake(self) -> bool:
         """Advance the handshake with what was received; True once it is complete. Raises
         ssl.SSLError (or OSError) when it fails."""
