@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from typing import Any
+from typing import Any, cast
 
 
 class TlsSession:
@@ -47,13 +47,14 @@ class TlsSession:
         """Plaintext into `buffer`: the bytes read, 0 when more ciphertext is needed, -1 when
         the peer closed TLS (close_notify)."""
         try:
-            return self.ssl_object.read(len(buffer), buffer)
+            # with a buffer, SSLObject.read returns the count (typeshed says bytes)
+            return cast(int, self.ssl_object.read(len(buffer), buffer))
         except ssl.SSLWantReadError:
             return 0
         except ssl.SSLZeroReturnError:
             return -1
 
-    def encrypt(self, plaintext: bytes | memoryview) -> bytes:
+    def encrypt(self, plaintext: bytes | bytearray | memoryview) -> bytes:
         self.ssl_object.write(plaintext)
         return self._outgoing.read()
 
