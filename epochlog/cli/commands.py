@@ -74,6 +74,8 @@ def cmd_up(args: argparse.Namespace, console: Console) -> int:
             raise CommandError(str(exc)) from None
     console.print(f"ZooKeeper: {cluster.zk_connect}")
     console.print(f"bootstrap servers: [bold]{cluster.bootstrap_servers}[/]")
+    for broker_id, endpoint in sorted(cluster.metrics_endpoints().items()):
+        console.print(f"broker {broker_id} metrics: {endpoint}")
     return 0
 
 
