@@ -471,7 +471,7 @@ class Connection(asyncio.BufferedProtocol):
             clock = (clock[0], time.perf_counter(), 0.0)
         throttled_ms = 0
         try:
-            body = await handling
+            body: Any = await handling
         except CloseConnection as exc:
             self.close(str(exc))
             return
