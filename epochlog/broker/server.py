@@ -75,6 +75,7 @@ from epochlog.broker.handlers import HANDLERS, BrokerServices, CloseConnection, 
 from epochlog.broker.handlers.errors import error_response
 from epochlog.broker.tls_transport import TlsSession, TlsTransport
 from epochlog.broker.transmit import SendMode, SliceTruncatedError, send_segmented
+from epochlog.metrics.request_stats import RequestStats
 from epochlog.protocol.api import (
     ApiKey,
     Refusal,
@@ -118,6 +119,9 @@ class KafkaServer:
         self.connections: set[Connection] = set()
         self.frame_pool = FramePool()  # large request frames' memory, shared by connections
         self._servers: list[asyncio.AbstractServer] = []
+        # Kafka's RequestMetrics (metrics.port set): each answered request's phases are timed
+        # (`metrics.request_stats` says how they map onto this server); None: nothing timed.
+        self.request_stats: RequestStats | None = None
 
     async def listen(
         self,
@@ -198,7 +202,9 @@ class Connection(asyncio.BufferedProtocol):
         self._unsent: list[bytes] = []
         # Produce requests (acks=all) whose records are appended and wait for replication, in
         # request order, and the task writing their answers in that order (`_defer_produce`).
-        self._waiting_produces: deque[tuple[Request, asyncio.Future[Any], int]] = deque()
+        self._waiting_produces: deque[
+            tuple[Request, asyncio.Future[Any], int, tuple[float, float, float]]
+        ] = deque()
         self._produces_answered = asyncio.Event()
         self._produces_answered.set()
         self._produce_writer: asyncio.Task[None] | None = None
@@ -513,6 +519,8 @@ class Connection(asyncio.BufferedProtocol):
             self.close("internal error")
 
     async def _handle(self, frame: bytes | memoryview) -> None:
+        timed = self.server.request_stats is not None
+        started = time.perf_counter() if timed else 0.0
         try:
             request = decode_request(frame)
         except UnsupportedVersionError:
@@ -548,18 +556,21 @@ class Connection(asyncio.BufferedProtocol):
         if len(self._waiting_produces) >= MAX_WAITING_PRODUCES:
             await self._produces_answered.wait()
         handling: Awaitable[Any]
+        handler_started = time.perf_counter() if timed else 0.0
         try:
             handling = HANDLERS[api_key](self.server.services, request, self.info)
         except Exception as failure:  # answered UNKNOWN_SERVER_ERROR by _answer, in order
             failed: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
             failed.set_exception(failure)
             handling = failed
+        # (taken from the queue, handler called, handler returned): for the request metrics
+        clock = (started, handler_started, time.perf_counter() if timed else 0.0)
         if isinstance(handling, asyncio.Future):
             # Begun: its ordered work is done, its answer may wait for replication.
             if self._waiting_produces or not handling.done():
-                self._defer_produce(request, handling, request_size)
+                self._defer_produce(request, handling, request_size, clock)
                 return
-            await self._answer(request, handling, request_size)
+            await self._answer(request, handling, request_size, clock)
             return
         if self._waiting_produces:
             # Anything else runs after the deferred answers before it, as it would if the
@@ -570,14 +581,18 @@ class Connection(asyncio.BufferedProtocol):
                 if asyncio.iscoroutine(handling):
                     handling.close()  # never started: nothing to clean up, no warning
                 raise
-        await self._answer(request, handling, request_size)
+        await self._answer(request, handling, request_size, clock)
 
     def _defer_produce(
-        self, request: Request, pending: asyncio.Future[Any], request_size: int
+        self,
+        request: Request,
+        pending: asyncio.Future[Any],
+        request_size: int,
+        clock: tuple[float, float, float],
     ) -> None:
         """Take the next request while this produce waits for replication (its records are
         appended already, so appends stay in request order); answers go out in order."""
-        self._waiting_produces.append((request, pending, request_size))
+        self._waiting_produces.append((request, pending, request_size, clock))
         self._produces_answered.clear()
         if self._produce_writer is None or self._produce_writer.done():
             self._produce_writer = asyncio.get_running_loop().create_task(
@@ -587,8 +602,8 @@ class Connection(asyncio.BufferedProtocol):
     async def _answer_waiting_produces(self) -> None:
         try:
             while self._waiting_produces and not self._closed:
-                request, pending, request_size = self._waiting_produces[0]
-                await self._answer(request, pending, request_size)
+                request, pending, request_size, clock = self._waiting_produces[0]
+                await self._answer(request, pending, request_size, clock)
                 self._waiting_produces.popleft()
         except ConnectionError:
             pass  # the connection went away: nobody to answer
@@ -597,12 +612,21 @@ class Connection(asyncio.BufferedProtocol):
             self._produces_answered.set()
 
     async def _answer(
-        self, request: Request, handling: Awaitable[Any], request_size: int = 0
+        self,
+        request: Request,
+        handling: Awaitable[Any],
+        request_size: int = 0,
+        clock: tuple[float, float, float] = (0.0, 0.0, 0.0),
     ) -> None:
         """Wait for a request's handling and write its answer (throttled by client quotas)."""
         api_key, version = request.api_key, request.api_version
+        if not isinstance(handling, asyncio.Future) and self.server.request_stats is not None:
+            # A coroutine starts only now (after any wait behind deferred answers): its whole
+            # run is local time.
+            clock = (clock[0], time.perf_counter(), 0.0)
+        throttled_ms = 0
         try:
-            body = await handling
+            body: Any = await handling
         except CloseConnection as exc:
             self.close(str(exc))
             return
@@ -613,6 +637,8 @@ class Connection(asyncio.BufferedProtocol):
             body = error_response(api_key, version, request.body, ErrorCode.UNKNOWN_SERVER_ERROR)
         if self._closed:
             return
+        stats = self.server.request_stats
+        answered = time.perf_counter() if stats is not None else 0.0
         if api_key in (ApiKey.PRODUCE, ApiKey.FETCH):
             body, throttle_ms = self._record_quota(request, body, request_size)
             if throttle_ms > 0:
@@ -628,7 +654,10 @@ class Connection(asyncio.BufferedProtocol):
                     body.throttle_time_ms = max(body.throttle_time_ms, throttle_ms)
                 if not client_throttles_itself(api_key, version):
                     await asyncio.sleep(throttle_ms / 1000)  # the answer is the throttle
+                    throttled_ms = throttle_ms
         if body is None or self._closed:
+            if stats is not None and body is None:  # acks=0: handled, nothing to send
+                self._record(stats, request, clock, answered, throttled_ms)
             return
         assert self.transport is not None
         try:
@@ -650,6 +679,33 @@ class Connection(asyncio.BufferedProtocol):
             return
         if self._write_paused or self._closed:
             await self.wait_drained()
+        if stats is not None:
+            self._record(stats, request, clock, answered, throttled_ms)
+
+    @staticmethod
+    def _record(
+        stats: RequestStats,
+        request: Request,
+        clock: tuple[float, float, float],
+        answered: float,
+        throttled_ms: int,
+    ) -> None:
+        """Kafka's RequestMetrics for one answered request (see `metrics.request_stats`): a
+        deferred answer's wait is remote time; any other handler's whole run is local time
+        (its clock has no `begun`: 0)."""
+        started, handler_started, begun = clock
+        if begun == 0.0:
+            begun = answered
+        stats.record(
+            request.api_key,
+            request.api_version,
+            started,
+            handler_started,
+            begun,
+            answered,
+            float(throttled_ms),
+            time.perf_counter(),
+        )
 
 
 def _one_line(exc: BaseException) -> str:

@@ -315,6 +315,17 @@ DEFINITIONS: dict[str, Definition] = {
     "transaction.remove.expired.transaction.cleanup.interval.ms": Definition(
         "int", 3600000, "how often expired transactional ids are removed", _at_least(1)
     ),
+    # Prometheus endpoint (issue 22; Kafka itself has none: JMX plus an exporter)
+    "metrics.port": Definition(
+        "int",
+        -1,
+        "port of the broker's Prometheus endpoint (GET /metrics); 0: a free port (logged); "
+        "-1: no endpoint and no request timing",
+        _at_least(-1),
+    ),
+    "metrics.host": Definition(
+        "string", None, "address the Prometheus endpoint binds; default: the first listener's host"
+    ),
     # epochlog's own
     "epochlog.cluster.dir": Definition("string", None, "local-cluster directory (pid files)"),
     "epochlog.log.dir.probe.interval.ms": Definition(

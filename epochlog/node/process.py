@@ -44,6 +44,7 @@ from epochlog.node.controller_gateway import (
 )
 from epochlog.node.dynamic_configs import ZkDynamicConfigs, load_broker_layers
 from epochlog.node.groups import ZkGroupCoordinator, attach_group_coordinator
+from epochlog.node.metrics import BrokerMetrics
 from epochlog.node.shutdown_report import report_line
 from epochlog.node.transactions import ZkTransactionCoordinator, attach_transaction_coordinator
 from epochlog.protocol import messages as m
@@ -195,7 +196,10 @@ class BrokerProcess:
         attach_group_coordinator(broker, groups)
         transactions = ZkTransactionCoordinator(zk, self.config, broker, producer_ids)
         attach_transaction_coordinator(broker, transactions)
+        metrics = BrokerMetrics(self.config)
+        metrics.attach(broker, elector, groups.runtime)
         await broker.start()
+        await metrics.start()
         await dynamic_configs.start(broker, elector)
         registration = BrokerRegistration(
             self.broker_id,
@@ -216,6 +220,7 @@ class BrokerProcess:
             if self.config["controlled.shutdown.enable"]:
                 await self._controlled_shutdown(zk, epoch_holder)
         finally:
+            await metrics.stop()
             dynamic_configs.stop()
             await elector.stop()
             await groups.runtime.close()
