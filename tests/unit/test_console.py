@@ -442,3 +442,38 @@ def test_only_the_active_controller_answers_with_its_events() -> None:
     assert answered.recent_events_broker_id == 2 and answered.recent_events[0].name == "Failover"
     assert ask(None, True).recent_events_broker_id == -1  # not the controller
     assert ask([record], False).recent_events == []  # not asked for
+
+
+def test_a_broker_row_shows_its_metrics_or_says_they_are_unavailable() -> None:
+    from aiohttp import web
+
+    from epochlog.console.reader import ClusterReader
+
+    async def exposition(_request: web.Request) -> web.Response:
+        return web.Response(text=EXPOSITION)
+
+    async def go() -> tuple[BrokerRow, BrokerRow, BrokerRow]:
+        app = web.Application()
+        app.router.add_get("/metrics", exposition)
+        async with TestServer(app) as server:
+            good = str(server.make_url("/metrics"))
+            missing = str(server.make_url("/nothing-here"))
+            configs = client_configs("127.0.0.1:1", {})
+            reader = ClusterReader(configs, {1: good, 2: missing})
+            try:
+                node = BrokerNode(1, "127.0.0.1", 1, None, 5)
+                rows = (
+                    await reader._broker_row(node, 1, None),
+                    await reader._broker_row(BrokerNode(2, "127.0.0.1", 1, None, 6), 1, None),
+                    await reader._broker_row(BrokerNode(3, "127.0.0.1", 1, None, 7), 1, None),
+                )
+            finally:
+                await reader.close()
+            return rows
+
+    served, failing, unconfigured = asyncio.run(go())
+    assert served.metrics is not None and served.metrics.values["messages in"] == 12.0
+    assert served.is_controller and not failing.is_controller
+    assert failing.metrics is None and "404" in (failing.metrics_error or "")
+    assert unconfigured.metrics is None and unconfigured.metrics_error == "no endpoint configured"
+    assert "metrics unavailable" in pages._metrics_cell(failing)
