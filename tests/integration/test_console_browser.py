@@ -123,10 +123,10 @@ def load_until(
         time.sleep(0.5)
 
 
-def produce(cluster: LocalCluster, topic: str, values: list[bytes], partition: int = 0) -> None:
+def produce(cluster: LocalCluster, topic: str, values: list[bytes], timestamp_ms: int = 0) -> None:
     producer = ck.Producer({"bootstrap.servers": cluster.bootstrap_servers})
     for value in values:
-        producer.produce(topic, value=value, key=b"k", partition=partition)
+        producer.produce(topic, value=value, key=b"k", partition=0, timestamp=timestamp_ms)
     assert producer.flush(30) == 0
 
 
@@ -164,9 +164,10 @@ def test_a_produced_json_message_is_shown_decoded_at_its_offset(
     cluster: LocalCluster, admin: Admin, console_url: str, browser: webdriver.Chrome
 ) -> None:
     admin.create_topic("console-json", 1, 3)
-    produce(cluster, "console-json", [b"plain text", bytes([0, 1, 2, 255])])
+    minute_ago = int(time.time() * 1000) - 60_000
+    produce(cluster, "console-json", [b"plain text", bytes([0, 1, 2, 255])], minute_ago)
     document = {"order": 42, "items": ["a", "b"]}
-    produce(cluster, "console-json", [json.dumps(document).encode()])
+    produce(cluster, "console-json", [json.dumps(document).encode()], minute_ago + 30_000)
     page = console_url + "/topics/console-json/messages?partition=0&offset=0"
     load_until(browser, page, lambda t: "record" in t and "log end 3" in t)
     record = browser.find_element(By.ID, "record-2")
@@ -185,6 +186,12 @@ def test_a_produced_json_message_is_shown_decoded_at_its_offset(
     assert browser.find_elements(By.ID, "record-1") and not browser.find_elements(By.ID, "record-2")
     browser.find_element(By.PARTIAL_LINK_TEXT, "next").click()
     assert browser.find_elements(By.ID, "record-2")
+    # by time: the first record at or after it
+    browser.get(
+        console_url + f"/topics/console-json/messages?partition=0&timestamp={minute_ago + 10_000}"
+    )
+    shown = browser.find_elements(By.CSS_SELECTOR, "#records tr[id^=record-]")
+    assert [row.get_attribute("id") for row in shown] == ["record-2"]
 
 
 def test_a_group_with_committed_offsets_shows_its_lag(
