@@ -69,6 +69,8 @@ def console_url(cluster: LocalCluster) -> Iterator[str]:
             cluster.bootstrap_servers,
             "--port",
             str(port),
+            # brokers 1 and 2's Prometheus endpoints; broker 3's is left out on purpose
+            *(f"--metrics-url={b}={cluster.metrics_endpoints()[b]}" for b in (1, 2)),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -138,11 +140,16 @@ def test_overview_lists_the_three_brokers_with_epochs_and_the_controller(
     assert f"Controller: broker {controller}" in text
     epochs = cluster.zk_state()["brokers"]
     for broker_id in (1, 2, 3):
-        row = browser.find_element(By.ID, f"broker-{broker_id}").text
-        assert row.startswith(str(broker_id))
-        assert str(epochs[broker_id]) in row  # the broker epoch (KIP-380)
-        assert ("controller" in row) == (broker_id == controller)
-        assert "metrics unavailable" in row  # no metrics endpoint given to this console
+        element = browser.find_element(By.ID, f"broker-{broker_id}")
+        row = element.text
+        cells = [cell.text for cell in element.find_elements(By.TAG_NAME, "td")]
+        assert cells[0] == str(broker_id)
+        assert cells[3] == str(epochs[broker_id])  # the broker epoch (KIP-380)
+        assert cells[4] == ("controller" if broker_id == controller else "")
+        if broker_id == 3:  # no endpoint given to this console
+            assert "metrics unavailable" in row
+        else:  # a value from the broker's own endpoint
+            assert "active controller " + ("1" if broker_id == controller else "0") in row
     assert "0 under-replicated" in text and "0 offline" in text
 
 
@@ -228,25 +235,37 @@ def test_a_group_with_committed_offsets_shows_its_lag(
 
 
 def test_the_controller_events_page_shows_what_the_controller_handled(
-    console_url: str, browser: webdriver.Chrome
+    admin: Admin, console_url: str, browser: webdriver.Chrome
 ) -> None:
-    text = load_until(browser, console_url + "/controller/events", lambda t: "TopicChange" in t)
+    admin.create_topic("console-events", 1, 3)
+    text = load_until(
+        browser, console_url + "/controller/events", lambda t: "'console-events'" in t
+    )
     assert "Failover" in text  # the controller's first event
-    assert "added [" in text and "'console-topic'" in text  # a TopicChange's note
+    assert "added ['console-events']" in text  # the TopicChange it caused, with its note
+
+
+def under_replicated(browser: webdriver.Chrome) -> int:
+    return int(browser.find_element(By.ID, "under-replicated-count").text.split()[0])
 
 
 def test_killing_a_broker_shows_under_replicated_partitions_after_a_refresh(
-    cluster: LocalCluster, console_url: str, browser: webdriver.Chrome
+    cluster: LocalCluster, admin: Admin, console_url: str, browser: webdriver.Chrome
 ) -> None:
+    admin.create_topic("console-kill", 2, 3)
+    load_until(browser, console_url + "/topics", lambda t: "console-kill" in t)
     controller = cluster.controller_id()
     victim = next(b for b in (1, 2, 3) if b != controller)
     cluster.kill_broker(victim)
-    text = load_until(
-        browser, console_url + "/", lambda t: "0 under-replicated" not in t, within_s=60
+    load_until(
+        browser,
+        console_url + "/",
+        lambda _text: under_replicated(browser) > 0 and "console-kill" in _text,
+        within_s=60,
     )
-    assert "0 under-replicated" not in text
+    assert under_replicated(browser) > 0
     unhealthy = browser.find_element(By.ID, "unhealthy-partitions").text
-    assert "console-topic" in unhealthy and "under-replicated" in unhealthy
+    assert "console-kill" in unhealthy and "under-replicated" in unhealthy
     assert not browser.find_elements(By.ID, f"broker-{victim}")  # gone from DescribeCluster
     if SCREENSHOT:
         browser.save_screenshot(SCREENSHOT)

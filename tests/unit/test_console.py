@@ -12,24 +12,19 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from epochlog.client.admin import AsyncAdmin
 from epochlog.client.config import Role
+from epochlog.client.consumer import AsyncConsumer
 from epochlog.client.errors import KafkaError
 from epochlog.client.metadata import BrokerNode, PartitionInfo
 from epochlog.console import pages
 from epochlog.console.app import make_app, parse_timestamp
-from epochlog.console.command_config import (
-    CommandConfigError,
-    client_configs,
-    read_command_config,
-)
 from epochlog.console.metrics import (
     MetricsTextError,
     metrics_url,
     parse_metrics_urls,
     summarise,
 )
-from epochlog.console.reader import ConsoleInputError
+from epochlog.console.reader import ClusterReader, ConsoleInputError
 from epochlog.console.views import (
     BrokerMetrics,
     BrokerRow,
@@ -261,47 +256,56 @@ def test_metrics_urls_given_per_broker_or_by_port() -> None:
 # -- --command-config -------------------------------------------------------------------------
 
 
-def test_command_config_keys_reach_the_admin_and_the_consumer(tmp_path: Path) -> None:
+def console_args(tmp_path: Path, properties: str) -> Any:
+    from epochlog.cli.main import build_parser
+
     path = tmp_path / "client.properties"
-    path.write_text(
+    path.write_text(properties)
+    return build_parser().parse_args(
+        ["console", "--bootstrap-server", "b:9092", "--command-config", str(path)]
+    )
+
+
+def test_command_config_keys_reach_the_admin_and_the_consumer(tmp_path: Path) -> None:
+    from epochlog.cli.console_cmd import client_configs
+
+    args = console_args(
+        tmp_path,
         "# as for kafka-topics.sh --command-config\n"
         "client.id=console-7\nrequest.timeout.ms = 12345\n"
-        "isolation.level=read_committed\nbootstrap.servers=ignored:1\n"
+        "isolation.level=read_committed\n",
     )
-    configs = client_configs("b:9092", read_command_config(path))
-    admin = AsyncAdmin(configs[Role.ADMIN])
-    assert admin.config["client.id"] == "console-7"
-    assert admin.config["request.timeout.ms"] == 12345
-    assert admin.config["bootstrap.servers"] == (("b", 9092),)  # the command line's wins
+    configs = client_configs(args)
+    reader = ClusterReader(configs)  # the console's clients, as its server makes them
+    assert reader.admin.config["client.id"] == "console-7"
+    assert reader.admin.config["request.timeout.ms"] == 12345
+    assert reader.admin.config["bootstrap.servers"] == (("b", 9092),)
     assert "isolation.level" not in configs[Role.ADMIN]  # a consumer key
-    assert configs[Role.CONSUMER]["isolation.level"] == "read_committed"
+    consumer = AsyncConsumer(configs[Role.CONSUMER])
+    assert consumer.config["isolation.level"] == "read_committed"
+    assert consumer.config["client.id"] == "console-7"
 
 
-def test_a_command_config_key_no_client_knows_is_an_error_naming_it(tmp_path: Path) -> None:
-    path = tmp_path / "client.properties"
-    path.write_text("client.id=x\nno.such.key=1\n")
-    with pytest.raises(CommandConfigError, match="'no.such.key'"):
-        client_configs("b:9092", read_command_config(path))
-
-
-def test_a_bad_command_config_value_or_file_is_an_error_naming_it(tmp_path: Path) -> None:
-    with pytest.raises(CommandConfigError, match="request.timeout.ms"):
-        client_configs("b:9092", {"request.timeout.ms": "soon"})
-    with pytest.raises(CommandConfigError, match="missing.properties"):
-        read_command_config(tmp_path / "missing.properties")
-    broken = tmp_path / "broken.properties"
-    broken.write_text("just words\n")
-    with pytest.raises(CommandConfigError, match="broken.properties:1"):
-        read_command_config(broken)
-
-
-def test_the_cli_refuses_a_bad_command_config_before_serving(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("properties", "named"),
+    [
+        ("client.id=x\nno.such.key=1\n", "'no.such.key'"),
+        ("request.timeout.ms=soon\n", "request.timeout.ms"),
+        ("just words\n", "client.properties:1"),
+    ],
+)
+def test_a_bad_command_config_stops_the_console_before_it_serves(
+    tmp_path: Path, properties: str, named: str
+) -> None:
+    from epochlog.cli.common import CommandError
+    from epochlog.cli.console_cmd import client_configs
     from epochlog.cli.main import main
 
-    path = tmp_path / "client.properties"
-    path.write_text("sasl.nonsense=1\n")
-    code = main(["console", "--bootstrap-server", "b:9092", "--command-config", str(path)])
-    assert code == 2
+    args = console_args(tmp_path, properties)
+    with pytest.raises(CommandError, match=named):
+        client_configs(args)
+    path = str(tmp_path / "client.properties")
+    assert main(["console", "--bootstrap-server", "b:9092", "--command-config", path]) == 2
 
 
 # -- routes -----------------------------------------------------------------------------------
@@ -447,8 +451,6 @@ def test_only_the_active_controller_answers_with_its_events() -> None:
 def test_a_broker_row_shows_its_metrics_or_says_they_are_unavailable() -> None:
     from aiohttp import web
 
-    from epochlog.console.reader import ClusterReader
-
     async def exposition(_request: web.Request) -> web.Response:
         return web.Response(text=EXPOSITION)
 
@@ -458,7 +460,7 @@ def test_a_broker_row_shows_its_metrics_or_says_they_are_unavailable() -> None:
         async with TestServer(app) as server:
             good = str(server.make_url("/metrics"))
             missing = str(server.make_url("/nothing-here"))
-            configs = client_configs("127.0.0.1:1", {})
+            configs = {role: {"bootstrap.servers": "127.0.0.1:1"} for role in Role}
             reader = ClusterReader(configs, {1: good, 2: missing})
             try:
                 node = BrokerNode(1, "127.0.0.1", 1, None, 5)
