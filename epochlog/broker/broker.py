@@ -46,6 +46,7 @@ from epochlog.broker.replica_manager import ReplicaManager
 from epochlog.broker.server import KafkaServer
 from epochlog.broker.transmit import SendMode
 from epochlog.config.broker import SECURITY_PROTOCOLS, BrokerConfig
+from epochlog.config.sasl import is_sasl, listener_sasl
 from epochlog.faults import FaultInjector
 from epochlog.storage import LogConfig, LogManager
 from epochlog.storage.cleaner import CleanerConfig, run_on_loop
@@ -167,6 +168,11 @@ class Broker:
                 window_size_seconds=config["quota.window.size.seconds"],
             ),
             fetch_sessions=FetchSessionCache(config["max.incremental.fetch.session.cache.slots"]),
+            sasl_listeners={
+                e.listener: listener_sasl(config, e.listener)
+                for e in config.listeners
+                if is_sasl(config, e.listener)
+            },
         )
         self.server = KafkaServer(
             self.services,

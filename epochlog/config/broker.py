@@ -75,6 +75,20 @@ DEFINITIONS: dict[str, Definition] = {
     "security.inter.broker.protocol": Definition(
         "string", None, "the inter-broker security protocol (when no listener name is given)"
     ),
+    # SASL (issue 21). Each may also be given per listener as listener.name.<listener>.<key>;
+    # sasl.jaas.config per listener and mechanism: listener.name.<l>.<mechanism>.sasl.jaas.config.
+    "sasl.enabled.mechanisms": Definition(
+        "list", ["GSSAPI"], "SASL mechanisms offered on SASL listeners (PLAIN, SCRAM-SHA-256/512)"
+    ),
+    "sasl.mechanism.inter.broker.protocol": Definition(
+        "string", "GSSAPI", "the SASL mechanism brokers log in to each other with"
+    ),
+    "sasl.jaas.config": Definition(
+        "password", None, "JAAS login module entry (PlainLoginModule: user_<name>=...)"
+    ),
+    "connections.max.reauth.ms": Definition(
+        "long", 0, "SASL session lifetime (KIP-368); 0: sessions never expire", _at_least(0)
+    ),
     "log.dirs": Definition("list", None, "log directories (default log.dir)"),
     "log.dir": Definition("string", "/tmp/kafka-logs"),
     "zookeeper.connect": Definition("string", _NO_DEFAULT, "host:port[,host:port][/chroot]"),
@@ -341,6 +355,24 @@ TEST_SWITCHES: dict[str, Definition] = {
     ),
 }
 
+LISTENER_PREFIX = "listener.name."
+
+
+def listener_prefixed_value(key: str, raw: Any) -> Any:
+    """`listener.name.<listener>.<key>` converted by <key>'s definition; the JAAS config also
+    per mechanism (`listener.name.<listener>.<mechanism>.sasl.jaas.config`), as Kafka has it."""
+    listener, sep, inner = key[len(LISTENER_PREFIX) :].partition(".")
+    if not sep or not listener or not inner:
+        raise ConfigError(f"config {key!r}: expected listener.name.<listener>.<key>")
+    definition = DEFINITIONS.get(inner)
+    if definition is None:
+        _mechanism, sep, tail = inner.partition(".")
+        definition = DEFINITIONS.get(tail) if sep and tail == "sasl.jaas.config" else None
+    if definition is None:
+        raise ConfigError(f"unknown broker config key {key!r}")
+    return _convert(key, definition, raw)
+
+
 _PROPERTY_LINE = re.compile(r"^\s*([^=:\s]+)\s*[=:]\s*(.*?)\s*$")
 
 
@@ -400,8 +432,13 @@ class BrokerConfig:
         self._values: dict[str, Any] = {}
         # The keys given (server.properties): what DescribeConfigs calls STATIC_BROKER_CONFIG.
         self.explicit: dict[str, Any] = {}
+        # listener.name.<listener>.<key> overrides (Kafka's per-listener configs), raw values.
+        self.listener_prefixed: dict[str, Any] = {}
         for key, raw in values.items():
             definition = DEFINITIONS.get(key) or TEST_SWITCHES.get(key)
+            if definition is None and key.startswith(LISTENER_PREFIX):
+                self.listener_prefixed[key] = listener_prefixed_value(key, raw)
+                continue
             if definition is None:
                 if key in ACCEPTED_WITHOUT_EFFECT:
                     continue
@@ -508,6 +545,14 @@ class BrokerConfig:
                 )
             return found[0]
         return listeners[0] if listeners else "PLAINTEXT"
+
+    def listener_value(self, listener: str, key: str) -> Any:
+        """`key` for `listener`: its listener.name.<listener>.<key> override, else the broker's
+        (Kafka lower-cases the listener name in the prefix)."""
+        prefixed = f"{LISTENER_PREFIX}{listener.lower()}.{key}"
+        if prefixed in self.listener_prefixed:
+            return self.listener_prefixed[prefixed]
+        return self._values.get(key)
 
     @property
     def retention_ms(self) -> int:
