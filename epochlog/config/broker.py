@@ -471,7 +471,8 @@ class BrokerConfig:
         return self._values[key]
 
     def as_dict(self) -> dict[str, Any]:
-        return dict(self._values)
+        # listener-prefixed keys too: a config rebuilt from this one (dynamic layers) keeps them
+        return {**self._values, **self.listener_prefixed}
 
     # Derived settings, resolved the way Kafka resolves them.
 
