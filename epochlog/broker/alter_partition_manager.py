@@ -31,6 +31,7 @@ from epochlog.broker.metadata_cache import MetadataCache
 from epochlog.client.connection import BrokerConnection
 from epochlog.client.errors import ConnectionFailedError, IncompatibleBrokerError
 from epochlog.client.errors import RequestTimedOutError as ClientTimeout
+from epochlog.client.sasl import SaslLogin
 from epochlog.faults import NO_FAULTS, FaultInjector
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import ApiKey
@@ -186,8 +187,10 @@ class AlterPartitionManager:
         listener: str = "PLAINTEXT",
         request_timeout_ms: int = 30000,
         faults: FaultInjector = NO_FAULTS,
+        sasl: SaslLogin | None = None,
     ) -> None:
         self.broker_id = broker_id
+        self.sasl = sasl  # the inter-broker listener's login (SASL listeners)
         self.broker_epoch = broker_epoch
         self.metadata_cache = metadata_cache
         self.listener = listener
@@ -296,6 +299,7 @@ class AlterPartitionManager:
             node_id=controller_id,
             client_id=f"broker-{self.broker_id}-alter-partition",
             request_timeout_ms=self.request_timeout_ms,
+            sasl=self.sasl,
         )
         try:
             await wait_for(connection.connect(), self.request_timeout_ms / 1000)

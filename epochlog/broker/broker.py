@@ -45,8 +45,9 @@ from epochlog.broker.metadata_cache import BrokerEndpoint, MetadataCache
 from epochlog.broker.replica_manager import ReplicaManager
 from epochlog.broker.server import KafkaServer
 from epochlog.broker.transmit import SendMode
+from epochlog.client.sasl import login_of
 from epochlog.config.broker import SECURITY_PROTOCOLS, BrokerConfig
-from epochlog.config.sasl import is_sasl, listener_sasl
+from epochlog.config.sasl import inter_broker_login, is_sasl, listener_sasl
 from epochlog.faults import FaultInjector
 from epochlog.storage import LogConfig, LogManager
 from epochlog.storage.cleaner import CleanerConfig, run_on_loop
@@ -135,6 +136,7 @@ class Broker:
             listener=listener,
             request_timeout_ms=config["request.timeout.ms"],
             faults=faults,
+            sasl=login_of(inter_broker_login(config)),
         )
         self.fetcher_manager = ReplicaFetcherManager(
             broker_id=self.broker_id,

@@ -23,6 +23,7 @@ from epochlog.cli import (
     partitions_cmd,
     reassign_cmd,
     transactions_cmd,
+    users_cmd,
 )
 
 DEFAULT_DIR = ".epochlog"
@@ -119,6 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     log_dirs_cmd.add_parser(sub, _add_bootstrap)
     reassign_cmd.add_parser(sub, _add_bootstrap)
     transactions_cmd.add_parser(sub, _add_bootstrap)
+    users_cmd.add_parser(sub, _add_bootstrap)
     chaos_cmd.add_parser(sub)
 
     demo = sub.add_parser("demo", help="run the demo and print a summary")
@@ -159,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
             return reassign_cmd.run(args, console)
         if args.command == "transactions":
             return transactions_cmd.run(args, console)
+        if args.command == "users":
+            return users_cmd.run(args, console)
         if args.command == "chaos":
             return chaos_cmd.run(args, console)
         return commands.run(args, console)

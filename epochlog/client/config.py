@@ -76,6 +76,22 @@ SETTINGS: dict[str, Setting] = {
         Setting("metadata.recovery.rebootstrap.trigger.ms", "int", 300000),
         Setting("retry.backoff.ms", "int", 100),
         Setting("retry.backoff.max.ms", "int", 1000),
+        # SASL (librdkafka's names; Java's sasl.jaas.config too). SSL and SASL_SSL: not yet.
+        Setting(
+            "security.protocol",
+            "enum",
+            "plaintext",
+            choices=("plaintext", "ssl", "sasl_plaintext", "sasl_ssl"),
+        ),
+        Setting(
+            "sasl.mechanism",
+            "enum",
+            "gssapi",
+            choices=("gssapi", "plain", "scram-sha-256", "scram-sha-512"),
+        ),
+        Setting("sasl.username", "str", ""),
+        Setting("sasl.password", "str", ""),
+        Setting("sasl.jaas.config", "str", ""),
         # ---- producer
         Setting("acks", "acks", -1, P),
         Setting("linger.ms", "int", 5, P, high=INT32_MAX),

@@ -18,6 +18,7 @@ from typing import Any
 from epochlog.aio import wait_for
 from epochlog.client.connection import BrokerConnection
 from epochlog.client.errors import ConnectionFailedError, RequestTimedOutError
+from epochlog.client.sasl import SaslLogin
 from epochlog.controller.context import BrokerInfo
 from epochlog.controller.request_batch import ControlRequest
 from epochlog.faults import NO_FAULTS, FaultInjector
@@ -38,8 +39,10 @@ class BrokerSender:
         request_timeout_ms: int,
         controller_id: int,
         faults: FaultInjector,
+        sasl: SaslLogin | None = None,
     ) -> None:
         self.broker = broker
+        self.sasl = sasl
         self.controller_id = controller_id
         self.faults = faults
         self.client_id = client_id
@@ -60,6 +63,7 @@ class BrokerSender:
                 node_id=self.broker.id,
                 client_id=self.client_id,
                 request_timeout_ms=self.request_timeout_ms,
+                sasl=self.sasl,
             )
             try:
                 await wait_for(connection.connect(), self.request_timeout_ms / 1000)
@@ -123,8 +127,10 @@ class ControllerChannel:
         controller_id: int,
         request_timeout_ms: int = 30000,
         faults: FaultInjector = NO_FAULTS,
+        sasl: SaslLogin | None = None,
     ) -> None:
         self.controller_id = controller_id
+        self.sasl = sasl  # the inter-broker listener's login (SASL listeners)
         self.client_id = f"controller-{controller_id}"
         self.request_timeout_ms = request_timeout_ms
         self.faults = faults
@@ -133,7 +139,12 @@ class ControllerChannel:
     def add_broker(self, broker: BrokerInfo) -> None:
         if broker.id not in self.senders:
             self.senders[broker.id] = BrokerSender(
-                broker, self.client_id, self.request_timeout_ms, self.controller_id, self.faults
+                broker,
+                self.client_id,
+                self.request_timeout_ms,
+                self.controller_id,
+                self.faults,
+                self.sasl,
             )
 
     async def remove_broker(self, broker_id: int) -> None:

@@ -30,7 +30,9 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from epochlog.aio import wait_for
+from epochlog.client.sasl import login_of
 from epochlog.config.broker import SECURITY_PROTOCOLS, BrokerConfig
+from epochlog.config.sasl import inter_broker_login
 from epochlog.controller import events as ev
 from epochlog.controller.broker_change import classify_brokers
 from epochlog.controller.channel import ControllerChannel
@@ -118,7 +120,12 @@ class Controller(ControllerRequests, StorageEvents, PartitionRequests, Reassignm
         self.topic_configs: dict[str, dict[str, str]] = {}
         self.writer = zkc.FencedWriter.for_election(zk, election)
         self.faults = FaultInjector.from_config(config)
-        self.channel = ControllerChannel(broker_id, config["request.timeout.ms"], self.faults)
+        self.channel = ControllerChannel(
+            broker_id,
+            config["request.timeout.ms"],
+            self.faults,
+            sasl=login_of(inter_broker_login(config)),
+        )
         self._events: asyncio.Queue[tuple[ev.ControllerEvent, asyncio.Future[Any] | None]] = (
             asyncio.Queue()
         )

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import enum
 import hmac
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -31,6 +32,8 @@ from typing import Protocol
 from epochlog.protocol import scram
 from epochlog.security.principal import KafkaPrincipal
 from epochlog.security.scram_credentials import ScramCredential
+
+log = logging.getLogger(__name__)
 
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
 
@@ -132,8 +135,10 @@ class ScramServer:
         self._server_first: scram.ServerFirstMessage | None = None
         self._credential: ScramCredential | None = None
 
-    def _fail(self) -> AuthenticationFailed:
+    def _fail(self, reason: str) -> AuthenticationFailed:
+        """Fail the exchange; the reason is logged, the client gets Kafka's generic answer."""
         self.state = ScramState.FAILED
+        log.info("%s exchange failed: %s", self.name, reason)
         return AuthenticationFailed(generic_failure(self.name))
 
     def evaluate(self, token: bytes) -> bytes:
@@ -141,18 +146,18 @@ class ScramServer:
             return self._first(token)
         if self.state is ScramState.RECEIVE_CLIENT_FINAL:
             return self._final(token)
-        raise self._fail()  # a token after the end: a replay, or a confused client
+        raise self._fail(f"a token in state {self.state.value}")  # a replay, or confusion
 
     def _first(self, token: bytes) -> bytes:
         try:
             client_first = scram.ClientFirstMessage.parse(token)
-        except scram.ScramFormatError:
-            raise self._fail() from None
+        except scram.ScramFormatError as exc:
+            raise self._fail(str(exc)) from None
         if client_first.extensions.get("tokenauth", "false").lower() == "true":
-            raise self._fail()  # delegation tokens are not served
+            raise self._fail("delegation tokens are not served")
         credential = self.credentials(client_first.username, self.name)
         if credential is None or credential.iterations < self.mechanism.min_iterations:
-            raise self._fail()
+            raise self._fail(f"no usable credential for user {client_first.username!r}")
         self._client_first, self._credential = client_first, credential
         self._server_first = scram.ServerFirstMessage(
             client_first.nonce + self._server_nonce, credential.salt, credential.iterations
@@ -164,16 +169,21 @@ class ScramServer:
         assert self._client_first and self._server_first and self._credential
         try:
             final = scram.ClientFinalMessage.parse(token)
-        except scram.ScramFormatError:
-            raise self._fail() from None
-        if final.nonce != self._server_first.nonce or final.channel_binding != (
+        except scram.ScramFormatError as exc:
+            raise self._fail(str(exc)) from None
+        # endswith, as Kafka since 3.8.1: librdkafka before 2.6 puts its own nonce once more
+        # in front of the server's (which already starts with it); kcat's 2.0.2 does.
+        if not final.nonce.endswith(self._server_first.nonce) or final.channel_binding != (
             scram.channel_binding()
         ):
-            raise self._fail()
+            raise self._fail(
+                f"client-final nonce {final.nonce!r} / binding {final.channel_binding!r}, "
+                f"expected {self._server_first.nonce!r}"
+            )
         message = scram.auth_message(self._client_first, self._server_first, final.without_proof)
         stored_key = self._credential.stored_key
         if not self.mechanism.verify_client_proof(stored_key, message, final.proof):
-            raise self._fail()
+            raise self._fail(f"wrong proof from user {self._client_first.username!r}")
         signature = self.mechanism.server_signature(self._credential.server_key, message)
         self.state = ScramState.COMPLETE
         self.complete = True

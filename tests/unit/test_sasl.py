@@ -319,3 +319,18 @@ def test_listener_settings_refuse_what_cannot_work() -> None:
         listener_sasl(sasl_config(**{"sasl.enabled.mechanisms": "PLAIN"}), "SASL_PLAINTEXT")
     with pytest.raises(ConfigError, match="unknown broker config key"):
         sasl_config(**{"listener.name.sasl_plaintext.no.such.key": "1"})
+
+
+def test_scram_server_accepts_librdkafka_doubled_nonce_as_kafka_does() -> None:
+    """librdkafka < 2.6 (kcat's 2.0.2) sends its nonce again before the server's combined one;
+    Kafka 3.8.1+ checks endsWith, and so do we. The proof covers the message as sent."""
+    server = ScramServer(scram.SCRAM_SHA_256, lambda user, mech: rfc_credential())
+    client_first = scram.ClientFirstMessage("user", RFC_CLIENT_NONCE)
+    server_first = scram.ServerFirstMessage.parse(server.evaluate(client_first.encode()))
+    doubled = RFC_CLIENT_NONCE + server_first.nonce
+    without_proof = scram.ClientFinalMessage("biws", doubled, b"").without_proof
+    message = scram.auth_message(client_first, server_first, without_proof)
+    salted = scram.SCRAM_SHA_256.salted_password("pencil", RFC_SALT, 4096)
+    proof = scram.SCRAM_SHA_256.client_proof(salted, message)
+    server.evaluate(scram.ClientFinalMessage("biws", doubled, proof).encode())
+    assert server.principal == KafkaPrincipal.user("user")

@@ -93,7 +93,7 @@ async def handle_describe_user_scram_credentials(
             )
             continue
         infos = [
-            R.DescribeUserScramCredentialsResult.CredentialInfo(
+            R.CredentialInfo(
                 mechanism=MECHANISMS[name].wire_type, iterations=credential.iterations
             )
             for name, credential in sorted(credentials.items())
