@@ -150,6 +150,9 @@ SETTINGS: dict[str, Setting] = {
 }
 
 
+SECRET_KEYS = frozenset({"sasl.password", "sasl.jaas.config"})  # never printed
+
+
 class ClientConfig(Mapping[str, Any]):
     """A validated, read-only config of one client: every key of its role, defaults filled in.
 
@@ -175,7 +178,8 @@ class ClientConfig(Mapping[str, Any]):
         return len(self._values)
 
     def __repr__(self) -> str:
-        return f"ClientConfig({self.role.value}, {self._values!r})"
+        shown = {k: "[hidden]" if k in SECRET_KEYS and v else v for k, v in self._values.items()}
+        return f"ClientConfig({self.role.value}, {shown!r})"
 
 
 def load_config(role: Role, raw: Mapping[str, Any] | None) -> ClientConfig:

@@ -93,9 +93,7 @@ async def handle_describe_user_scram_credentials(
             )
             continue
         infos = [
-            R.CredentialInfo(
-                mechanism=MECHANISMS[name].wire_type, iterations=credential.iterations
-            )
+            R.CredentialInfo(mechanism=MECHANISMS[name].wire_type, iterations=credential.iterations)
             for name, credential in sorted(credentials.items())
         ]
         results.append(
