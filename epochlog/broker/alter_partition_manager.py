@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import time
 import uuid
 from collections.abc import Callable
@@ -188,10 +189,12 @@ class AlterPartitionManager:
         request_timeout_ms: int = 30000,
         faults: FaultInjector = NO_FAULTS,
         sasl: SaslLogin | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.sasl = sasl  # the inter-broker listener's login (SASL listeners)
         self.broker_epoch = broker_epoch
+        self.ssl_context = ssl_context  # the inter-broker listener is TLS
         self.metadata_cache = metadata_cache
         self.listener = listener
         self.request_timeout_ms = request_timeout_ms
@@ -300,6 +303,7 @@ class AlterPartitionManager:
             client_id=f"broker-{self.broker_id}-alter-partition",
             request_timeout_ms=self.request_timeout_ms,
             sasl=self.sasl,
+            ssl_context=self.ssl_context,
         )
         try:
             await wait_for(connection.connect(), self.request_timeout_ms / 1000)

@@ -49,6 +49,7 @@ from epochlog.client.sasl import login_of
 from epochlog.config.broker import SECURITY_PROTOCOLS, BrokerConfig
 from epochlog.config.sasl import inter_broker_login, is_sasl, listener_sasl
 from epochlog.faults import FaultInjector
+from epochlog.security.tls import inter_broker_client_context, listener_tls
 from epochlog.storage import LogConfig, LogManager
 from epochlog.storage.cleaner import CleanerConfig, run_on_loop
 
@@ -128,6 +129,10 @@ class Broker:
             epoch_holder=self.epoch_holder,
         )
         listener = config.inter_broker_listener
+        # TLS: each SSL/SASL_SSL listener's server side, and this broker's client side on the
+        # inter-broker listener (None when that is not TLS); a bad setting fails here, early.
+        self.listener_tls = listener_tls(config)
+        self.inter_broker_ssl = inter_broker_client_context(config)
         faults = FaultInjector.from_config(config)
         self.alter_partition_manager = AlterPartitionManager(
             broker_id=self.broker_id,
@@ -137,6 +142,7 @@ class Broker:
             request_timeout_ms=config["request.timeout.ms"],
             faults=faults,
             sasl=login_of(inter_broker_login(config)),
+            ssl_context=self.inter_broker_ssl,
         )
         self.fetcher_manager = ReplicaFetcherManager(
             broker_id=self.broker_id,
@@ -146,6 +152,7 @@ class Broker:
             epoch_holder=self.epoch_holder,
             faults=faults,
             listener=listener,
+            ssl_context=self.inter_broker_ssl,
         )
         rm = self.replica_manager
         rm.alter_partition_manager = self.alter_partition_manager
@@ -230,7 +237,11 @@ class Broker:
             bound: dict[str, int] = {}
             for endpoint in self.config.listeners:
                 bound[endpoint.listener] = await self.server.listen(
-                    endpoint.listener, endpoint.host, endpoint.port
+                    endpoint.listener,
+                    endpoint.host,
+                    endpoint.port,
+                    security_protocol=self.config.security_protocol(endpoint.listener),
+                    tls=self.listener_tls.get(endpoint.listener),
                 )
         except BaseException:
             await self.alter_partition_manager.stop()

@@ -76,7 +76,8 @@ SETTINGS: dict[str, Setting] = {
         Setting("metadata.recovery.rebootstrap.trigger.ms", "int", 300000),
         Setting("retry.backoff.ms", "int", 100),
         Setting("retry.backoff.max.ms", "int", 1000),
-        # SASL (librdkafka's names; Java's sasl.jaas.config too). SSL and SASL_SSL: not yet.
+        # ---- security: TLS (client/tls.py) and SASL (client/sasl.py); librdkafka's keys, and
+        # Java's PEM stores and sasl.jaas.config
         Setting(
             "security.protocol",
             "enum",
@@ -92,6 +93,17 @@ SETTINGS: dict[str, Setting] = {
         Setting("sasl.username", "str", ""),
         Setting("sasl.password", "str", ""),
         Setting("sasl.jaas.config", "str", ""),
+        Setting("ssl.ca.location", "str", ""),
+        Setting("ssl.certificate.location", "str", ""),
+        Setting("ssl.key.location", "str", ""),
+        Setting("ssl.key.password", "str", ""),
+        Setting(
+            "ssl.endpoint.identification.algorithm", "enum", "https", choices=("https", "none", "")
+        ),
+        Setting("ssl.truststore.location", "str", ""),
+        Setting("ssl.truststore.type", "str", "PEM"),
+        Setting("ssl.keystore.location", "str", ""),
+        Setting("ssl.keystore.type", "str", "PEM"),
         # ---- producer
         Setting("acks", "acks", -1, P),
         Setting("linger.ms", "int", 5, P, high=INT32_MAX),

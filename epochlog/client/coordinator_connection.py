@@ -108,6 +108,7 @@ class CoordinatorConnection:
             client_id=self._net.client_id,
             request_timeout_ms=self._request_timeout_ms,
             sasl=self._net.sasl,
+            ssl_context=self._net.ssl_context,
         )
         try:
             await wait_for(conn.connect(), self._setup_timeout_ms / 1000)

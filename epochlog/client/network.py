@@ -68,6 +68,7 @@ from epochlog.client.metadata import (
 )
 from epochlog.client.recovery import MetadataRecovery, recovery_for
 from epochlog.client.sasl import SaslLogin, login_from_config
+from epochlog.client.tls import client_ssl_context
 from epochlog.protocol.api import ApiKey
 from epochlog.protocol.codec import Message
 from epochlog.protocol.errors import ErrorCode
@@ -97,6 +98,9 @@ class NetworkClient:
         self.client_id: str | None = config["client.id"] or None
         self.request_timeout_ms: int = config["request.timeout.ms"]
         self.sasl: SaslLogin | None = login_from_config(config)
+        # TLS for every connection (security.protocol SSL/SASL_SSL), built once: a bad setting
+        # fails here, naming its key
+        self.ssl_context = client_ssl_context(config)
         self.allow_auto_topic_creation = allow_auto_topic_creation
         self.recovery: MetadataRecovery = recovery or recovery_for(config)
         self.cluster = ClusterMetadata()
@@ -269,6 +273,7 @@ class NetworkClient:
             request_timeout_ms=self.request_timeout_ms,
             on_close=self._on_connection_closed,
             sasl=self.sasl,
+            ssl_context=self.ssl_context,
         )
         try:
             try:

@@ -52,13 +52,11 @@ class SaslLogin:
 
 
 def login_from_config(config: Any) -> SaslLogin | None:
-    """The login of a client config (None unless security.protocol is SASL_*)."""
+    """The login of a client config (None unless security.protocol is SASL_PLAINTEXT or
+    SASL_SSL)."""
     protocol = str(config["security.protocol"]).upper()
-    if protocol in ("SSL", "SASL_SSL"):
-        # TLS arrives with its own branch; this is where its transport will hook in.
-        raise ConfigError("security.protocol", f"{protocol} is not supported by this client yet")
-    if protocol != "SASL_PLAINTEXT":
-        return None
+    if protocol not in ("SASL_PLAINTEXT", "SASL_SSL"):
+        return None  # (SASL_SSL's TLS part is client/tls.py's)
     mechanism = str(config["sasl.mechanism"]).upper()
     username, password = config["sasl.username"], config["sasl.password"]
     if config["sasl.jaas.config"]:

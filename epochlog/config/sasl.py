@@ -45,15 +45,15 @@ def is_sasl(config: BrokerConfig, listener: str) -> bool:
 
 def jaas_entry(config: BrokerConfig, listener: str, mechanism: str) -> tuple[str, JaasEntry] | None:
     """(the key it came from, the entry) of the JAAS config for `mechanism` on `listener`."""
-    prefix = f"listener.name.{listener.lower()}."
-    for key in (
-        f"{prefix}{mechanism.lower()}.sasl.jaas.config",
-        f"{prefix}sasl.jaas.config",
-        "sasl.jaas.config",
-    ):
-        text = config.listener_prefixed.get(key) if key.startswith(prefix) else config[key]
-        if text is None:
+    candidates = [
+        config.scoped_value(listener, f"{mechanism.lower()}.sasl.jaas.config"),
+        config.scoped_value(listener, "sasl.jaas.config"),
+        ("sasl.jaas.config", config["sasl.jaas.config"]),
+    ]
+    for found in candidates:
+        if found is None or found[1] is None:
             continue
+        key, text = found
         try:
             entries = parse_jaas_config(text)
         except ValueError as exc:

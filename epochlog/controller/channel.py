@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from typing import Any
 
 from epochlog.aio import wait_for
@@ -40,9 +41,11 @@ class BrokerSender:
         controller_id: int,
         faults: FaultInjector,
         sasl: SaslLogin | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.broker = broker
         self.sasl = sasl
+        self.ssl_context = ssl_context
         self.controller_id = controller_id
         self.faults = faults
         self.client_id = client_id
@@ -64,6 +67,7 @@ class BrokerSender:
                 client_id=self.client_id,
                 request_timeout_ms=self.request_timeout_ms,
                 sasl=self.sasl,
+                ssl_context=self.ssl_context,
             )
             try:
                 await wait_for(connection.connect(), self.request_timeout_ms / 1000)
@@ -128,9 +132,11 @@ class ControllerChannel:
         request_timeout_ms: int = 30000,
         faults: FaultInjector = NO_FAULTS,
         sasl: SaslLogin | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.controller_id = controller_id
         self.sasl = sasl  # the inter-broker listener's login (SASL listeners)
+        self.ssl_context = ssl_context  # the inter-broker listener is TLS
         self.client_id = f"controller-{controller_id}"
         self.request_timeout_ms = request_timeout_ms
         self.faults = faults
@@ -145,6 +151,7 @@ class ControllerChannel:
                 self.controller_id,
                 self.faults,
                 self.sasl,
+                self.ssl_context,
             )
 
     async def remove_broker(self, broker_id: int) -> None:
