@@ -17,8 +17,6 @@ from __future__ import annotations
 import argparse
 import getpass
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -45,31 +43,16 @@ def add_parser(
     describe = commands.add_parser("describe", help="mechanisms and iterations of users")
     describe.add_argument("--user", action="append", dest="users", help="repeatable; all if none")
     for command in (set_cmd, delete, describe):
-        command.add_argument("--command-config", help="client settings (properties file)")
-        add_bootstrap(command)
-
-
-def client_config(args: argparse.Namespace) -> dict[str, Any]:
-    from epochlog.cli.common import CommandError, bootstrap_servers
-    from epochlog.config.broker import ConfigError, parse_properties
-
-    config: dict[str, Any] = {}
-    if args.command_config:
-        path = Path(args.command_config)
-        try:
-            config.update(parse_properties(path.read_text(), str(path)))
-        except (OSError, ConfigError) as exc:
-            raise CommandError(f"--command-config: {exc}") from None
-    config["bootstrap.servers"] = bootstrap_servers(args)
-    return config
+        add_bootstrap(command)  # --bootstrap-server, --command-config, --dir
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from epochlog.cli.common import CommandError
+    from epochlog.cli.common import CommandError, client_config
     from epochlog.client import Admin, ClientError
+    from epochlog.client.config import Role
 
     try:
-        with Admin(client_config(args)) as admin:
+        with Admin(client_config(args, Role.ADMIN)) as admin:
             if args.scram_command == "set":
                 password = args.password
                 if password is None:
