@@ -26,6 +26,7 @@ from epochlog.client.sasl import SaslAuthenticationError, SaslLogin
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import encode_request
 from epochlog.protocol.errors import ErrorCode
+from epochlog.security.certs import CertificateAuthority
 from epochlog.testing.cluster import LocalCluster
 
 PLAIN_JAAS = (
@@ -35,8 +36,9 @@ PLAIN_JAAS = (
 )
 SASL_CONFIG = {
     "listener.security.protocol.map": (
-        "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,REAUTH:SASL_PLAINTEXT"
+        "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,REAUTH:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
     ),
+    "listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_JAAS,
     "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
     "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
     "listener.name.reauth.plain.sasl.jaas.config": PLAIN_JAAS,
@@ -57,12 +59,24 @@ def cli(*args: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+def ca(tmp_path_factory: pytest.TempPathFactory) -> CertificateAuthority:
+    return CertificateAuthority.create(tmp_path_factory.mktemp("sasl-ca"))
+
+
+@pytest.fixture(scope="module")
+def cluster(
+    tmp_path_factory: pytest.TempPathFactory, ca: CertificateAuthority
+) -> Iterator[LocalCluster]:
+    broker_cert = ca.issue("broker")
     local = LocalCluster(
         tmp_path_factory.mktemp("sasl"),
         3,
-        extra_listeners=("SASL_PLAINTEXT", "REAUTH"),
-        broker_config=SASL_CONFIG,
+        extra_listeners=("SASL_PLAINTEXT", "REAUTH", "SASL_SSL"),
+        broker_config={
+            **SASL_CONFIG,
+            "ssl.keystore.location": str(broker_cert.keystore),
+            "ssl.truststore.location": str(ca.ca_file),
+        },
     )
     local.start()
     try:
@@ -450,6 +464,38 @@ def test_deleted_credentials_stop_new_logins(cluster: LocalCluster) -> None:
     with Admin({"bootstrap.servers": bootstrap}) as admin, pytest.raises(Exception) as missing:
         admin.describe_user_scram_credentials(["frank"])
     assert "RESOURCE_NOT_FOUND" in str(missing.value)
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256"])
+def test_sasl_ssl_logs_in_over_tls(
+    cluster: LocalCluster, ca: CertificateAuthority, mechanism: str
+) -> None:
+    """SASL_SSL: TLS first (the broker's certificate checked against the CA), then the login."""
+    topic = new_topic(cluster, f"sasl-ssl-{mechanism}".lower())
+    conf = {
+        **librdkafka_conf(cluster.listener_bootstrap("SASL_SSL"), mechanism),
+        "security.protocol": "SASL_SSL",
+        "ssl.ca.location": str(ca.ca_file),
+    }
+    producer = ck.Producer(conf)
+    for value in values(topic):
+        producer.produce(topic, value, partition=0)
+    assert producer.flush(30) == 0
+    got: list[bytes] = []
+    with Consumer({**conf, "auto.offset.reset": "earliest"}) as consumer:  # ours, SASL_SSL
+        consumer.assign([(topic, 0)])
+        deadline = time.monotonic() + 30
+        while len(got) < N and time.monotonic() < deadline:
+            got.extend(r.value for r in consumer.poll(0.5) if r.value is not None)
+    assert got == values(topic)
+    command_config = Path(ca.ca_file).parent / f"admin-{mechanism}.properties"
+    command_config.write_text(
+        "".join(f"{k}={v}\n" for k, v in conf.items() if k != "bootstrap.servers")
+    )
+    assert cli(
+        "users", "scram", "describe", "--user", "dave", "--command-config", str(command_config),
+        "--bootstrap-server", cluster.listener_bootstrap("SASL_SSL"),
+    ) == 0  # fmt: skip
 
 
 def test_inter_broker_traffic_on_sasl(tmp_path: Path) -> None:
