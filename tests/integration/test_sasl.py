@@ -343,6 +343,17 @@ def test_wrong_password_or_unknown_user_is_refused_and_others_are_served(
     asyncio.run(attempt())
 
 
+def test_our_clients_surface_a_refused_login(cluster: LocalCluster) -> None:
+    """As Kafka's clients raise SaslAuthenticationException: the error, not a timeout."""
+    conf = {**librdkafka_conf(cluster.listener_bootstrap("SASL_PLAINTEXT"), "SCRAM-SHA-256")}
+    conf["sasl.password"] = "wrong"
+    with Admin(conf) as admin, pytest.raises(SaslAuthenticationError) as refused:
+        admin.list_topics()
+    assert refused.value.code is ErrorCode.SASL_AUTHENTICATION_FAILED
+    with Producer(conf) as producer, pytest.raises(SaslAuthenticationError):
+        producer.send("sasl-refused", b"x").result(60)
+
+
 def test_refused_connection_is_closed_by_the_broker(cluster: LocalCluster) -> None:
     """After SASL_AUTHENTICATION_FAILED the broker answers nothing more: it closes."""
     host, port = endpoints(cluster)[1]
