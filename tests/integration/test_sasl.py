@@ -2,7 +2,7 @@
 
 One cluster for the module: each broker has PLAINTEXT (the harness's), SASL_PLAINTEXT (PLAIN
 users from the listener's JAAS config, SCRAM users from ZooKeeper) and REAUTH, a second
-SASL_PLAINTEXT listener whose sessions last 1.5 s (listener.name.reauth.connections.max.reauth.ms)
+SASL_PLAINTEXT listener whose sessions last 5 s (listener.name.reauth.connections.max.reauth.ms)
 for the KIP-368 tests. SCRAM users are made with `epochlog users scram set`, as an operator
 would. One more cluster, in its own test, runs inter-broker traffic on SASL.
 """
@@ -42,7 +42,7 @@ SASL_CONFIG = {
     "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
     "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
     "listener.name.reauth.plain.sasl.jaas.config": PLAIN_JAAS,
-    "listener.name.reauth.connections.max.reauth.ms": 1500,
+    "listener.name.reauth.connections.max.reauth.ms": 5000,  # margin for a loaded machine
 }
 # user, password per mechanism: PLAIN from the JAAS config, SCRAM users set in the fixture
 USERS = {
@@ -398,7 +398,7 @@ def test_request_before_authentication_closes_the_connection(cluster: LocalClust
 
 
 def test_reauthentication_keeps_long_running_producers_working(cluster: LocalCluster) -> None:
-    """Sessions on REAUTH last 1.5 s; both producers run 6 s on one connection per broker."""
+    """Sessions on REAUTH last 5 s; both producers run 12 s on one connection per broker."""
     topic = new_topic(cluster, "sasl-reauth", partitions=3)
     bootstrap = cluster.listener_bootstrap("REAUTH")
     conf = librdkafka_conf(bootstrap, "SCRAM-SHA-256")
@@ -406,7 +406,7 @@ def test_reauthentication_keeps_long_running_producers_working(cluster: LocalClu
     errors: list[object] = []
     with Producer(conf) as ours:
         sent = 0
-        deadline = time.monotonic() + 6
+        deadline = time.monotonic() + 12
         while time.monotonic() < deadline:
             librdkafka.produce(topic, b"rd", on_delivery=lambda e, _m: e and errors.append(e))
             ours.send(topic, b"ours").result(30)
@@ -435,7 +435,7 @@ def test_expired_session_is_closed_at_its_next_request(cluster: LocalCluster) ->
         assert connection._sasl_session is not None
         connection._sasl_session.cancel()  # a client that does not re-authenticate
         assert await metadata_works(connection)
-        await asyncio.sleep(1.6)
+        await asyncio.sleep(5.2)
         with pytest.raises(ConnectionFailedError):
             await connection.send(m.MetadataRequest(topics=[]), version=1)
 
