@@ -101,30 +101,46 @@ def values(tag: str) -> list[bytes]:
     return [f"{tag}-{i}".encode() for i in range(N)]
 
 
-def librdkafka_conf(bootstrap: str, mechanism: str) -> dict[str, object]:
+def librdkafka_conf(bootstrap: str, mechanism: str, ca: str | None = None) -> dict[str, object]:
+    """librdkafka's keys (ours takes them too); with `ca`, SASL_SSL trusting that CA file."""
     user, password = USERS[mechanism]
+    tls = {"security.protocol": "SASL_SSL", "ssl.ca.location": ca} if ca else {}
     return {
         "bootstrap.servers": bootstrap,
         "security.protocol": "SASL_PLAINTEXT",
         "sasl.mechanism": mechanism,
         "sasl.username": user,
         "sasl.password": password,
+        **tls,
     }
 
 
-def python_client_conf(bootstrap: str, mechanism: str) -> dict[str, object]:
+def python_client_conf(
+    bootstrap: str, mechanism: str, ca: str | None = None, aiokafka: bool = False
+) -> dict[str, object]:
+    """kafka-python's and aiokafka's keys; with `ca`, SASL_SSL trusting that CA file."""
     user, password = USERS[mechanism]
+    tls: dict[str, object] = {}
+    if ca and aiokafka:
+        from aiokafka.helpers import create_ssl_context
+
+        tls = {"security_protocol": "SASL_SSL", "ssl_context": create_ssl_context(cafile=ca)}
+    elif ca:
+        tls = {"security_protocol": "SASL_SSL", "ssl_cafile": ca}
     return {
         "bootstrap_servers": bootstrap,
         "security_protocol": "SASL_PLAINTEXT",
         "sasl_mechanism": mechanism,
         "sasl_plain_username": user,
         "sasl_plain_password": password,
+        **tls,
     }
 
 
-def confluent_round_trip(bootstrap: str, mechanism: str, topic: str) -> list[bytes]:
-    conf = librdkafka_conf(bootstrap, mechanism)
+def confluent_round_trip(
+    bootstrap: str, mechanism: str, topic: str, ca: str | None = None
+) -> list[bytes]:
+    conf = librdkafka_conf(bootstrap, mechanism, ca)
     producer = ck.Producer(conf)
     errors: list[object] = []
     for value in values(topic):
@@ -147,10 +163,12 @@ def confluent_round_trip(bootstrap: str, mechanism: str, topic: str) -> list[byt
     return got
 
 
-def kafka_python_round_trip(bootstrap: str, mechanism: str, topic: str) -> list[bytes]:
+def kafka_python_round_trip(
+    bootstrap: str, mechanism: str, topic: str, ca: str | None = None
+) -> list[bytes]:
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-    conf = python_client_conf(bootstrap, mechanism)
+    conf = python_client_conf(bootstrap, mechanism, ca)
     producer = KafkaProducer(**conf)
     for value in values(topic):
         producer.send(topic, value, partition=0)
@@ -168,11 +186,13 @@ def kafka_python_round_trip(bootstrap: str, mechanism: str, topic: str) -> list[
     return got
 
 
-def aiokafka_round_trip(bootstrap: str, mechanism: str, topic: str) -> list[bytes]:
+def aiokafka_round_trip(
+    bootstrap: str, mechanism: str, topic: str, ca: str | None = None
+) -> list[bytes]:
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     from aiokafka.structs import TopicPartition
 
-    conf = python_client_conf(bootstrap, mechanism)
+    conf = python_client_conf(bootstrap, mechanism, ca, aiokafka=True)
 
     async def run() -> list[bytes]:
         producer = AIOKafkaProducer(**conf, acks="all")
@@ -200,11 +220,15 @@ def aiokafka_round_trip(bootstrap: str, mechanism: str, topic: str) -> list[byte
     return asyncio.run(run())
 
 
-def kcat_round_trip(bootstrap: str, mechanism: str, topic: str) -> list[bytes]:
+def kcat_round_trip(
+    bootstrap: str, mechanism: str, topic: str, ca: str | None = None
+) -> list[bytes]:
     user, password = USERS[mechanism]
+    protocol = "SASL_SSL" if ca else "SASL_PLAINTEXT"
     security = [
-        "-X", "security.protocol=SASL_PLAINTEXT", "-X", f"sasl.mechanisms={mechanism}",
+        "-X", f"security.protocol={protocol}", "-X", f"sasl.mechanisms={mechanism}",
         "-X", f"sasl.username={user}", "-X", f"sasl.password={password}",
+        *(["-X", f"ssl.ca.location={ca}"] if ca else []),
     ]  # fmt: skip
     produced = subprocess.run(
         ["kcat", "-b", bootstrap, *security, "-P", "-t", topic, "-p", "0"],
@@ -223,8 +247,10 @@ def kcat_round_trip(bootstrap: str, mechanism: str, topic: str) -> list[bytes]:
     return consumed.stdout.splitlines()
 
 
-def epochlog_round_trip(bootstrap: str, mechanism: str, topic: str) -> list[bytes]:
-    conf = librdkafka_conf(bootstrap, mechanism)
+def epochlog_round_trip(
+    bootstrap: str, mechanism: str, topic: str, ca: str | None = None
+) -> list[bytes]:
+    conf = librdkafka_conf(bootstrap, mechanism, ca)
     with Producer(conf) as producer:
         futures = [producer.send(topic, value, partition=0) for value in values(topic)]
         for future in futures:
@@ -475,6 +501,17 @@ def test_deleted_credentials_stop_new_logins(cluster: LocalCluster) -> None:
     with Admin({"bootstrap.servers": bootstrap}) as admin, pytest.raises(Exception) as missing:
         admin.describe_user_scram_credentials(["frank"])
     assert "RESOURCE_NOT_FOUND" in str(missing.value)
+
+
+@pytest.mark.parametrize("client", list(CLIENTS))
+def test_client_produces_and_consumes_over_sasl_ssl_with_scram(
+    cluster: LocalCluster, ca: CertificateAuthority, client: str
+) -> None:
+    """SASL_SSL with SCRAM-SHA-512, each client trusting the cluster's CA."""
+    topic = new_topic(cluster, f"sasl-ssl-scram-{client}")
+    bootstrap = cluster.listener_bootstrap("SASL_SSL")
+    got = CLIENTS[client](bootstrap, "SCRAM-SHA-512", topic, str(ca.ca_file))
+    assert got == values(topic)
 
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256"])
