@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup bytecode system-deps test test-slow chaos-soak test-kafka-python lint bench bench-groups bench-throughput bench-client bench-controller-moves bench-spark bench-compaction bench-transactions bench-efficiency demo clean
+.PHONY: setup bytecode system-deps test test-slow chaos-soak test-kafka-python lint bench bench-groups bench-throughput bench-client bench-controller-moves bench-spark bench-compaction bench-transactions bench-efficiency bench-security demo clean
 
 # The hot path compiled with mypyc (issue 20), again whenever one of its sources changes; a failed
 # compile warns and leaves pure Python (the marker stops it retrying on every make).
@@ -81,6 +81,10 @@ bench-compaction: setup system-deps
 
 bench-transactions: setup system-deps
 	$(PY) bench/transactions.py
+
+# What TLS and SASL cost (issue 21): SASL_SSL (SCRAM-SHA-512) against PLAINTEXT, in one run.
+bench-security: setup system-deps
+	$(PY) bench/security_cost.py
 
 bench-client: setup system-deps
 	$(PY) bench/client.py
