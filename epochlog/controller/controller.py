@@ -470,6 +470,8 @@ class Controller(ControllerRequests, StorageEvents, PartitionRequests, Reassignm
         for tp, version in versions.items():
             state = plan.updates.get(tp) or plan.creates[tp]
             states[tp] = state.with_partition_epoch(version)
+        # UncleanLeaderElectionsPerSec: elections outside the ISR that ZooKeeper accepted
+        STATS.unclean_leader_elections += len(plan.unclean_elections.difference(failed))
         if failed:
             log.warning("partition state writes refused, reloading: %s", sorted(failed))
             reloaded = await asyncio.to_thread(zkc.read_partition_states, self.zk, list(failed))

@@ -12,7 +12,7 @@ ReplicaStateMachine), with KIP-380's bounce handling done by the caller as failu
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from epochlog.controller.context import (
@@ -42,6 +42,14 @@ class Plan:
     creates: dict[TopicPartition, LeaderIsr] = field(default_factory=dict)
     updates: dict[TopicPartition, LeaderIsr] = field(default_factory=dict)
     batch: RequestBatch = field(default_factory=RequestBatch)
+    # partitions whose new leader comes from outside their ISR (counted once written, as
+    # Kafka's UncleanLeaderElectionsPerSec)
+    unclean_elections: set[TopicPartition] = field(default_factory=set)
+
+    def note_election(self, tp: TopicPartition, leader: int, isr: Sequence[int]) -> None:
+        """`leader` was elected for `tp` from the ISR `isr`: unclean when outside it."""
+        if leader not in isr:
+            self.unclean_elections.add(tp)
 
     def new_state(self, ctx: ControllerContext, tp: TopicPartition) -> LeaderIsr | None:
         """The partition's state once this plan is applied."""
@@ -173,6 +181,7 @@ def _elect_offline(ctx: ControllerContext, plan: Plan, unclean: UncleanPolicy) -
             continue
         leader, isr = election
         plan.updates[tp] = state.with_leader(leader, isr, ctx.epoch)
+        plan.note_election(tp, leader, state.isr)
         plan.batch.add_leader_and_isr(_live_replicas(ctx, tp), tp)
 
 
@@ -245,15 +254,14 @@ def _on_replicas_gone(
         if state.leader in removed or (state.leader != NO_LEADER and not ctx.is_live(state.leader)):
             # The removed replicas lead again only as the last ISR member (a bounced one is
             # live: it must not win over the rest of the ISR).
+            remaining_isr = isr_without(state.isr, removed)
             election = offline_leader(
-                replicas,
-                isr_without(state.isr, removed),
-                ctx.eligible_for(tp, eligible),
-                unclean(tp[0]),
+                replicas, remaining_isr, ctx.eligible_for(tp, eligible), unclean(tp[0])
             )
             if election is not None:
                 leader, isr = election
                 new = state.with_leader(leader, isr, ctx.epoch)
+                plan.note_election(tp, leader, remaining_isr)
             else:
                 new = state.with_leader(NO_LEADER, isr_without(state.isr, removed), ctx.epoch)
         elif removed & set(state.isr):

@@ -206,6 +206,7 @@ def on_elect_leaders(
         assert state is not None
         leader, isr = election
         plan.updates[tp] = state.with_leader(leader, isr, ctx.epoch)
+        plan.note_election(tp, leader, state.isr)
         plan.batch.add_leader_and_isr([r for r in replicas if ctx.is_live(r)], tp)
         outcomes[tp] = ElectionOutcome(ErrorCode.NONE)
     return plan, outcomes

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import CollectorRegistry
@@ -23,8 +24,15 @@ MAX_HEADER_BYTES = 16384
 class MetricsEndpoint:
     """Serves one registry; `start` returns the bound port (port 0: a free one)."""
 
-    def __init__(self, registry: CollectorRegistry) -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        before_scrape: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         self.registry = registry
+        # asked before each scrape is collected (the node fetches what a scrape needs from
+        # other brokers: end offsets for lag); bounded by the node, its failure logged only
+        self.before_scrape = before_scrape
         self._server: asyncio.AbstractServer | None = None
 
     async def start(self, host: str, port: int) -> int:
@@ -44,6 +52,11 @@ class MetricsEndpoint:
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
             request_line = head.split(b"\r\n", 1)[0].decode("latin-1")
+            if self.before_scrape is not None and request_line.startswith("GET "):
+                try:
+                    await self.before_scrape()
+                except Exception:
+                    log.warning("before a metrics scrape", exc_info=True)
             status, content_type, body = self.answer(request_line)
             writer.write(
                 f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\n"

@@ -9,16 +9,18 @@ cluster gives every broker a port of its own, kept across restarts, and records 
 The view is built on the event loop, between two of its steps: the replicas this broker
 hosts (sizes, offsets, ISR against replicas and min.insync.replicas), the purgatories, the
 controller (when active here), the pin, and the groups this broker coordinates. A group's lag
-on a partition is measured against that partition's high watermark as this broker knows it,
-so it is reported for partitions hosted here (leader or follower; a follower's HW trails the
-leader's by at most a fetch); a committed offset on a partition not hosted here has no lag
-reported.
+on a partition is measured against that partition's high watermark: its own for partitions
+hosted here (leader or follower; a follower's HW trails the leader's by at most a fetch), and
+for the others the leader's answer to a ListOffsets asked just before the scrape
+(`node/lag_offsets.py`, bounded in time; a leader that does not answer leaves its partitions
+without a reported lag for that scrape).
 """
 
 from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping
 
 from prometheus_client.registry import CollectorRegistry
 
@@ -38,12 +40,17 @@ from epochlog.metrics.view import (
     GroupsView,
     PartitionView,
 )
+from epochlog.node.broker_connections import BrokerConnections
+from epochlog.node.lag_offsets import LOOKUP_BOUND_S, RemoteEndOffsets
 
 log = logging.getLogger(__name__)
 
 
 def broker_view(
-    broker: Broker, elector: ControllerElector | None, groups: GroupCoordinatorRuntime | None
+    broker: Broker,
+    elector: ControllerElector | None,
+    groups: GroupCoordinatorRuntime | None,
+    remote_ends: Mapping[tuple[str, int], int] | None = None,
 ) -> BrokerView:
     rm = broker.replica_manager
     partitions = tuple(
@@ -85,7 +92,8 @@ def broker_view(
                 topics=len(ctx.topics()),
                 partitions=len(ctx.all_partitions()),
             )
-    high_watermarks = {(p.topic, p.partition): p.high_watermark for p in partitions}
+    high_watermarks = dict(remote_ends or {})
+    high_watermarks.update({(p.topic, p.partition): p.high_watermark for p in partitions})
     return BrokerView(
         broker_id=broker.broker_id,
         broker_epoch=broker.epoch_holder.epoch,
@@ -96,6 +104,13 @@ def broker_view(
         pinned_controller=pinned,
         groups=groups_view(groups, high_watermarks),
     )
+
+
+def committed_partitions(runtime: GroupCoordinatorRuntime | None) -> set[tuple[str, int]]:
+    """Every partition a group coordinated here has an offset committed on."""
+    if runtime is None:
+        return set()
+    return {tp for shard in runtime.shards() for g in shard.groups.values() for tp in g.offsets}
 
 
 def groups_view(
@@ -134,6 +149,8 @@ class BrokerMetrics:
         self.registry = CollectorRegistry(auto_describe=False)
         self.endpoint: MetricsEndpoint | None = None
         self.bound_port: int | None = None
+        self.remote_ends: RemoteEndOffsets | None = None
+        self._before_scrape: Callable[[], Awaitable[None]] | None = None
 
     @property
     def enabled(self) -> bool:
@@ -152,8 +169,29 @@ class BrokerMetrics:
         traffic = TopicTraffic()
         broker.server.request_stats = requests
         broker.replica_manager.traffic = traffic
+        remote = None
+        if groups is not None:
+            timeout_ms = int(LOOKUP_BOUND_S * 1000)
+            remote = RemoteEndOffsets(BrokerConnections(broker, "lag-offsets", timeout_ms))
+            rm = broker.replica_manager
+
+            async def before_scrape() -> None:
+                hosted = rm.partitions.keys()
+                await remote.refresh(
+                    [tp for tp in committed_partitions(groups) if tp not in hosted]
+                )
+
+            self._before_scrape = before_scrape
+        self.remote_ends = remote
         self.registry.register(
-            BrokerCollector(lambda: broker_view(broker, elector, groups), STATS, requests, traffic)
+            BrokerCollector(
+                lambda: broker_view(
+                    broker, elector, groups, remote.ends if remote is not None else None
+                ),
+                STATS,
+                requests,
+                traffic,
+            )
         )
 
     async def start(self) -> None:
@@ -163,10 +201,12 @@ class BrokerMetrics:
         if host is None:
             listeners = self.config.listeners
             host = listeners[0].host if listeners else ""
-        self.endpoint = MetricsEndpoint(self.registry)
+        self.endpoint = MetricsEndpoint(self.registry, self._before_scrape)
         self.bound_port = await self.endpoint.start(host, self.port)
         log.info("metrics endpoint http://%s:%d/metrics", host or "0.0.0.0", self.bound_port)
 
     async def stop(self) -> None:
         if self.endpoint is not None:
             await self.endpoint.stop()
+        if self.remote_ends is not None:
+            await self.remote_ends.close()

@@ -5,10 +5,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable
 
 import pytest
@@ -66,6 +68,12 @@ def wait_for_status(directory: str, ok: Callable[[dict], bool], what: str) -> di
 def test_a_local_cluster_from_the_command_line(cluster_dir) -> None:
     up = epochlog("up", "--brokers", "3", "--dir", cluster_dir)
     assert "bootstrap servers" in up.stdout
+    # `up` prints each broker's Prometheus endpoint, and each answers a scrape
+    endpoints = dict(re.findall(r"broker (\d+) metrics: (http://\S+/metrics)", up.stdout))
+    assert sorted(endpoints) == ["1", "2", "3"], up.stdout
+    for endpoint in endpoints.values():
+        with urllib.request.urlopen(endpoint, timeout=10) as scraped:
+            assert b"epochlog_broker_epoch " in scraped.read()
     before = status(cluster_dir)
     assert before["controller"] in (1, 2, 3)
     assert [b["id"] for b in before["brokers"]] == [1, 2, 3]

@@ -3,7 +3,7 @@ does: a plain HTTP GET of /metrics, read with prometheus_client's text parser. R
 (confluent-kafka) drive the traffic; the counters must move with it, a killed broker must show
 as under-replicated partitions on the survivors until it is back, and a group's lag must show.
 
-One cluster for the module; the broker-kill test runs last (it bounces a broker)."""
+One cluster for the module; the broker-kill tests run last (they bounce brokers)."""
 
 from __future__ import annotations
 
@@ -106,6 +106,11 @@ def test_every_broker_serves_metrics_and_exactly_one_is_the_active_controller(
 ) -> None:
     endpoints = cluster.metrics_endpoints()
     assert sorted(endpoints) == [1, 2, 3]
+    # a broker learns the controller from its first UpdateMetadata, a moment after it starts
+    wait_for(
+        "every broker knowing the controller",
+        lambda: all(value(scrape(e), "epochlog_controller_id") >= 0 for e in endpoints.values()),
+    )
     scrapes = {broker_id: scrape(e) for broker_id, e in endpoints.items()}
     counts = [
         value(s, "kafka_controller_kafkacontroller_activecontrollercount") for s in scrapes.values()
@@ -217,6 +222,56 @@ def test_a_consumer_group_behind_the_log_end_shows_its_lag(cluster: LocalCluster
     )
 
 
+def test_lag_is_reported_for_partitions_led_by_other_brokers_than_the_coordinator(
+    cluster: LocalCluster,
+) -> None:
+    """One partition per broker (RF 1): whichever broker coordinates the group hosts one of
+    them; the other two's ends come from their leaders (ListOffsets at scrape time)."""
+    topic, group = "metrics-lag-spread", "metrics-lag-spread-group"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    assignment = [[1], [2], [3]]
+    admin.create_topics([NewTopic(topic, 3, replica_assignment=assignment)])[topic].result(30)
+    producer = ck.Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
+    ends = {0: 12, 1: 25, 2: 40}
+    for partition, count in ends.items():
+        for i in range(count):
+            producer.produce(topic, value=b"v%d" % i, partition=partition)
+    assert producer.flush(30) == 0
+    committed = {0: 2, 1: 5, 2: 10}
+    c = consumer(cluster, group)
+    c.subscribe([topic])
+    try:
+        assert consume(c, 1) == 1
+        c.commit(
+            offsets=[ck.TopicPartition(topic, p, o) for p, o in committed.items()],
+            asynchronous=False,
+        )
+    finally:
+        c.close()
+
+    def lags() -> dict[str, float]:
+        return {
+            str(p): cluster_value(
+                cluster,
+                "kafka_consumergroup_lag",
+                consumergroup=group,
+                topic=topic,
+                partition=str(p),
+            )
+            for p in ends
+        }
+
+    expected = {str(p): float(ends[p] - committed[p]) for p in ends}
+    wait_for(f"lags {expected}", lambda: lags() == expected)
+    # each partition's lag is reported once, by the group's coordinator alone
+    reporting = [
+        broker_id
+        for broker_id, endpoint in cluster.metrics_endpoints().items()
+        if value(scrape(endpoint), "kafka_consumergroup_current_offset", consumergroup=group)
+    ]
+    assert len(reporting) == 1
+
+
 def test_a_killed_broker_shows_as_under_replicated_partitions_until_it_is_back(
     cluster: LocalCluster,
 ) -> None:
@@ -248,3 +303,43 @@ def test_a_killed_broker_shows_as_under_replicated_partitions_until_it_is_back(
         )
         >= 1
     )
+
+
+def partition_state(cluster: LocalCluster, topic: str) -> tuple[int, list[int]]:
+    """(leader, ISR) of the topic's partition 0 as the cluster's metadata says."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    partition = admin.list_topics(topic, timeout=10).topics[topic].partitions[0]
+    return partition.leader, sorted(partition.isrs)
+
+
+def test_an_unclean_election_is_counted_by_the_controller(cluster: LocalCluster) -> None:
+    """UncleanLeaderElectionsPerSec: the last ISR member dies, a replica outside the ISR comes
+    back, ElectLeaders UNCLEAN makes it leader; the active controller counts one."""
+    topic = "metrics-unclean"
+    controller = cluster.controller_id()
+    assert controller is not None
+    first, second = (b for b in (1, 2, 3) if b != controller)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic(topic, 1, replica_assignment=[[first, second]])])[topic].result(
+        30
+    )
+    produce(cluster, topic, 10)
+    unclean = "kafka_controller_controllerstats_uncleanleaderelections_total"
+    controller_endpoint = cluster.metrics_endpoints()[controller]
+    before = value(scrape(controller_endpoint), unclean)
+    cluster.kill_broker(second)
+    wait_for(
+        "the dead follower out of the ISR", lambda: partition_state(cluster, topic)[1] == [first]
+    )
+    cluster.kill_broker(first)
+    wait_for("no leader", lambda: partition_state(cluster, topic)[0] == -1)
+    cluster.start_broker(second)
+    try:
+        # a clean election cannot elect `second`: nothing was counted yet
+        assert value(scrape(controller_endpoint), unclean) == before
+        elected = admin.elect_leaders(ck.ElectionType.UNCLEAN, [ck.TopicPartition(topic, 0)])
+        assert elected.result(30)[ck.TopicPartition(topic, 0)] is None  # no error
+        wait_for("the outside replica leads", lambda: partition_state(cluster, topic)[0] == second)
+        assert value(scrape(controller_endpoint), unclean) == before + 1
+    finally:
+        cluster.start_broker(first)

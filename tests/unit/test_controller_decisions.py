@@ -26,6 +26,7 @@ from epochlog.controller.decisions import (
     on_new_partitions,
     on_preferred_election,
     on_topic_deletion,
+    on_unclean_election_enabled,
     remaining_leaderships,
 )
 from epochlog.controller.election import (
@@ -184,9 +185,30 @@ def test_unclean_election_only_when_enabled() -> None:
     ctx = with_topic(context(), assignment={0: (1, 2)})
     ctx.states[("t", 0)] = LeaderIsr(1, 3, (1,), 5, 7)
     del ctx.live_brokers[1]
-    assert on_broker_failure(ctx, [1]).updates[("t", 0)].leader == NO_LEADER
-    unclean = on_broker_failure(ctx, [1], unclean=lambda topic: True).updates[("t", 0)]
+    clean_plan = on_broker_failure(ctx, [1])
+    assert clean_plan.updates[("t", 0)].leader == NO_LEADER
+    assert clean_plan.unclean_elections == set()
+    plan = on_broker_failure(ctx, [1], unclean=lambda topic: True)
+    unclean = plan.updates[("t", 0)]
     assert (unclean.leader, unclean.isr) == (2, (2,))
+    assert plan.unclean_elections == {("t", 0)}  # UncleanLeaderElectionsPerSec counts it
+
+
+def test_an_election_within_the_isr_is_not_counted_as_unclean() -> None:
+    ctx = with_topic(context())
+    del ctx.live_brokers[1]
+    plan = on_broker_failure(ctx, [1], unclean=lambda topic: True)
+    assert plan.updates[("t", 0)].leader == 2
+    assert plan.unclean_elections == set()
+
+
+def test_enabling_unclean_election_elects_offline_partitions_and_counts_them() -> None:
+    ctx = with_topic(context(), assignment={0: (1, 2), 1: (2, 3)})
+    ctx.states[("t", 0)] = LeaderIsr(NO_LEADER, 3, (1,), 5, 7)  # its last ISR member is dead
+    del ctx.live_brokers[1]
+    plan = on_unclean_election_enabled(ctx, lambda topic: True)
+    assert plan.updates[("t", 0)].leader == 2
+    assert plan.unclean_elections == {("t", 0)}
 
 
 def test_startup_sends_one_full_leader_and_isr_with_every_hosted_partition() -> None:

@@ -119,6 +119,7 @@ def test_unclean_election_takes_a_live_replica_outside_the_isr_only_when_leaderl
     plan, outcomes = on_elect_leaders(ctx, None, ElectionType.UNCLEAN)
     assert outcomes[("t", 2)] == ElectionOutcome(ErrorCode.NONE)
     assert (plan.updates[("t", 2)].leader, plan.updates[("t", 2)].isr) == (3, (3,))
+    assert plan.unclean_elections == {("t", 2)}
     assert outcomes[("t", 0)].error is ErrorCode.ELECTION_NOT_NEEDED  # leader 2 is live
     assert outcomes[("t", 1)].error is ErrorCode.ELECTION_NOT_NEEDED
 
@@ -129,6 +130,7 @@ def test_unclean_election_prefers_a_live_isr_member() -> None:
     plan, outcomes = on_elect_leaders(ctx, [("t", 0)], ElectionType.UNCLEAN)
     assert outcomes[("t", 0)].error is ErrorCode.NONE
     assert (plan.updates[("t", 0)].leader, plan.updates[("t", 0)].isr) == (3, (3,))
+    assert plan.unclean_elections == set()  # 3 was in the ISR: a clean election
 
 
 def test_unclean_election_without_any_live_replica() -> None:

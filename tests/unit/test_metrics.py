@@ -5,13 +5,14 @@ collector exports."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
 from pathlib import Path
 
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from epochlog.metrics.collector import BrokerCollector
@@ -27,7 +28,10 @@ from epochlog.metrics.view import (
     GroupsView,
     PartitionView,
 )
+from epochlog.node.lag_offsets import end_offsets_in, leaders_to_ask, list_offsets_request
+from epochlog.protocol import messages as m
 from epochlog.protocol.api import ApiKey
+from epochlog.protocol.errors import ErrorCode
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana" / "epochlog.json"
 
@@ -242,3 +246,97 @@ def test_every_dashboard_expression_names_metrics_the_brokers_export() -> None:
         "kafka_consumergroup_lag",
     ):
         assert wanted in named, wanted
+
+
+def test_lag_asks_each_leader_once_for_its_partitions_and_skips_unknown_leaders() -> None:
+    leaders = {("a", 0): 1, ("a", 1): 2, ("b", 0): 1, ("c", 0): -1}
+    asked = leaders_to_ask([("b", 0), ("a", 1), ("a", 0), ("c", 0), ("d", 0)], leaders.get)
+    assert asked == {1: [("a", 0), ("b", 0)], 2: [("a", 1)]}
+
+
+def test_lag_reads_end_offsets_from_a_list_offsets_answer_and_drops_errors() -> None:
+    request = list_offsets_request([("a", 1), ("a", 0), ("b", 3)])
+    assert request.isolation_level == 0  # the high watermark, as kafka_exporter's lag
+    assert [(t.name, [p.partition_index for p in t.partitions]) for t in request.topics] == [
+        ("a", [0, 1]),
+        ("b", [3]),
+    ]
+    assert all(p.timestamp == -1 for t in request.topics for p in t.partitions)  # LATEST
+    # the request encodes at the versions brokers negotiate
+    for version in (1, 5, 7):
+        assert request.encode(version)
+    answer = m.ListOffsetsResponse(
+        topics=[
+            m.ListOffsetsResponse.ListOffsetsTopicResponse(
+                name="a",
+                partitions=[
+                    m.ListOffsetsResponse.ListOffsetsPartitionResponse(
+                        partition_index=0, error_code=0, offset=42
+                    ),
+                    m.ListOffsetsResponse.ListOffsetsPartitionResponse(
+                        partition_index=1, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER.value
+                    ),
+                ],
+            )
+        ]
+    )
+    assert end_offsets_in(m.ListOffsetsResponse.decode(answer.encode(7), 7)) == {("a", 0): 42}
+
+
+def test_the_endpoint_runs_the_pre_scrape_step_and_answers_even_when_it_fails() -> None:
+    registry = CollectorRegistry(auto_describe=False)
+    seen: list[int] = []
+    gauge = Gauge("lag_like", "set by the pre-scrape step", registry=registry)
+
+    async def before_scrape() -> None:
+        seen.append(len(seen))
+        if len(seen) == 2:
+            raise RuntimeError("a leader did not answer")
+        gauge.set(10 * len(seen))
+
+    async def get(port: int) -> bytes:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        answer = await reader.read()
+        writer.close()
+        return answer
+
+    async def scenario() -> list[bytes]:
+        endpoint = MetricsEndpoint(registry, before_scrape)
+        port = await endpoint.start("127.0.0.1", 0)
+        try:
+            return [await get(port) for _ in range(3)]
+        finally:
+            await endpoint.stop()
+
+    first, failed, third = asyncio.run(scenario())
+    assert b"lag_like 10.0" in first
+    assert failed.startswith(b"HTTP/1.1 200") and b"lag_like 10.0" in failed  # last value kept
+    assert b"lag_like 30.0" in third
+    assert seen == [0, 1, 2]
+
+
+def test_the_dashboard_layout_and_targets_follow_grafanas_model() -> None:
+    model = json.loads(DASHBOARD.read_text())
+    assert isinstance(model["schemaVersion"], int) and model["schemaVersion"] >= 36
+    assert model["uid"] and model["title"]
+    assert model["templating"]["list"][0]["name"] == "datasource"
+    cells: set[tuple[int, int]] = set()
+    for panel in model["panels"]:
+        grid = panel["gridPos"]
+        assert all(isinstance(grid[k], int) for k in ("h", "w", "x", "y")), panel["title"]
+        assert grid["w"] > 0 and grid["h"] > 0 and grid["x"] + grid["w"] <= 24, panel["title"]
+        covered = {
+            (x, y)
+            for x in range(grid["x"], grid["x"] + grid["w"])
+            for y in range(grid["y"], grid["y"] + grid["h"])
+        }
+        assert not covered & cells, f"panel {panel['title']!r} overlaps another"
+        cells |= covered
+        if panel["type"] == "row":
+            continue
+        ref_ids = [target["refId"] for target in panel["targets"]]
+        assert len(ref_ids) == len(set(ref_ids)), panel["title"]
+        for target in panel["targets"]:
+            assert target["expr"].strip(), panel["title"]
+            assert target["datasource"]["uid"] == "${datasource}", panel["title"]
