@@ -394,7 +394,13 @@ class Connection(asyncio.BufferedProtocol):
             await self._produces_answered.wait()
         handling: Awaitable[Any]
         try:
-            handling = HANDLERS[api_key](self.server.services, request, self.info)
+            services = self.server.services
+            if services.authorization is None:
+                handling = HANDLERS[api_key](services, request, self.info)
+            else:  # ACLs: what the request needs, asked once here for every API
+                handling = services.authorization.begin(
+                    HANDLERS[api_key], services, request, self.info
+                )
         except Exception as failure:  # answered UNKNOWN_SERVER_ERROR by _answer, in order
             failed: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
             failed.set_exception(failure)

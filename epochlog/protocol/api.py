@@ -83,6 +83,9 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_TOPIC_PARTITIONS = 75
     DESCRIBE_CLIENT_QUOTAS = 48  # client quotas
     ALTER_CLIENT_QUOTAS = 49
+    DESCRIBE_ACLS = 29  # ACLs (issue 21)
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     PIN_CONTROLLER = m.pin_controller.API_KEY  # KIP-39, a vendor key Kafka does not use
 
 
@@ -187,6 +190,9 @@ APIS: dict[int, Api] = {
             m.DescribeClientQuotasResponse,
         ),
         _api(ApiKey.ALTER_CLIENT_QUOTAS, m.AlterClientQuotasRequest, m.AlterClientQuotasResponse),
+        _api(ApiKey.DESCRIBE_ACLS, m.DescribeAclsRequest, m.DescribeAclsResponse),
+        _api(ApiKey.CREATE_ACLS, m.CreateAclsRequest, m.CreateAclsResponse),
+        _api(ApiKey.DELETE_ACLS, m.DeleteAclsRequest, m.DeleteAclsResponse),
         # AddPartitionsToTxn v5 is KIP-890 part 2 (transaction.version 2, partitions added by
         # the produce itself): not served, so clients keep adding them explicitly.
         _api(

@@ -10,12 +10,17 @@ AlterReplicaLogDirs), `producers` (DescribeProducers), `topic_partitions`
 (DescribeTopicPartitions), `partition_admin` (CreatePartitions, ElectLeaders, DeleteRecords),
 `reassignments` (KIP-455's two APIs, for the controller), `client_quotas`
 (DescribeClientQuotas, AlterClientQuotas), `txn_markers` (WriteTxnMarkers), `transactions`
-(the transaction coordinator's APIs).
+(the transaction coordinator's APIs), `acls` (CreateAcls, DescribeAcls, DeleteAcls).
 `errors` builds every API's error response.
 """
 
 from __future__ import annotations
 
+from epochlog.broker.handlers.acls import (
+    handle_create_acls,
+    handle_delete_acls,
+    handle_describe_acls,
+)
 from epochlog.broker.handlers.admin import (
     handle_alter_partition,
     handle_controlled_shutdown,
@@ -108,6 +113,9 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: handle_describe_client_quotas,
     ApiKey.ALTER_CLIENT_QUOTAS: handle_alter_client_quotas,
+    ApiKey.DESCRIBE_ACLS: handle_describe_acls,
+    ApiKey.CREATE_ACLS: handle_create_acls,
+    ApiKey.DELETE_ACLS: handle_delete_acls,
     **{
         key: handle_transaction_request
         for key in (
