@@ -78,7 +78,7 @@ class RequestAuthorization:
             denials.info(
                 "Principal = %s is Denied (%s) %s v%d from host = %s",
                 connection.principal,
-                ErrorCode.for_code(outcome.error)
+                ErrorCode.of(outcome.error).name
                 if outcome.error is not None
                 else "some of its resources",
                 ApiKey(api_key).name,

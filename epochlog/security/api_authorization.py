@@ -255,7 +255,11 @@ def _metadata(ctx: AuthContext, version: int, body: Any) -> Outcome | None:
             return TOPIC_DENIED
         return None
 
-    return split(body, "topics", "topics", code_of)
+    outcome = split(body, "topics", "topics", code_of)
+    if outcome is not None and outcome.body is None and version >= 1:
+        # Every named topic refused: still a Metadata answer (brokers, controller), for none.
+        outcome.body = _with(body, "topics", [])
+    return outcome
 
 
 def _create_topics(ctx: AuthContext, version: int, body: Any) -> Outcome | None:
