@@ -94,6 +94,9 @@ class AclSpec:
         )
 
 
+ANY_ACL = AclSpec(pattern_type="Any", host=None)  # the filter matching every binding
+
+
 def _spec(
     rtype: int, name: str, ptype: int, principal: str, host: str, op: int, perm: int
 ) -> AclSpec:
@@ -143,7 +146,9 @@ class AclAdminOperations(AdminBase):
                     error, "CreateAcls", f"{binding}: {result.error_message or error.name}"
                 )
 
-    async def describe_acls(self, binding_filter: AclSpec = AclSpec(host=None)) -> list[AclSpec]:
+    async def describe_acls(self, binding_filter: AclSpec | None = None) -> list[AclSpec]:
+        """The bindings the filter matches (None: every ACL)."""
+        binding_filter = binding_filter or ANY_ACL
         rtype, ptype, op, perm = binding_filter.codes()
         request = m.DescribeAclsRequest(
             resource_type_filter=rtype,

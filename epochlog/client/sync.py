@@ -296,8 +296,8 @@ class Admin:
     def create_acls(self, bindings: Any) -> None:
         self._thread.run(self._admin.create_acls(bindings))
 
-    def describe_acls(self, *binding_filter: Any) -> Any:
-        return self._thread.run(self._admin.describe_acls(*binding_filter))
+    def describe_acls(self, binding_filter: Any = None) -> Any:
+        return self._thread.run(self._admin.describe_acls(binding_filter))
 
     def delete_acls(self, filters: Any) -> Any:
         return self._thread.run(self._admin.delete_acls(filters))

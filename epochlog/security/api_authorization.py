@@ -192,7 +192,9 @@ def _fetch(ctx: AuthContext, version: int, body: Any) -> Outcome | None:
                             partition_index=p.partition,
                             error_code=code,
                             high_watermark=-1,
-                            records=None,
+                            last_stable_offset=-1,
+                            log_start_offset=-1,
+                            records=b"",  # librdkafka refuses a null record set
                         )
                         for p in topic.partitions
                     ],
