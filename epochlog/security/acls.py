@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from epochlog.security.principal import KafkaPrincipal
 
@@ -309,19 +309,28 @@ def parse_super_users(text: str) -> frozenset[str]:
     return frozenset(users)
 
 
-@dataclass
 class AclStore:
-    """All ACL bindings, keyed by resource pattern (one ZooKeeper znode per pattern)."""
+    """All ACL bindings, keyed by resource pattern (one ZooKeeper znode per pattern), with the
+    prefixed patterns also indexed per resource type, so a decision costs a few dict lookups
+    however many ACLs there are."""
 
-    by_pattern: dict[ResourcePattern, frozenset[AccessControlEntry]] = field(default_factory=dict)
+    def __init__(self) -> None:
+        self.by_pattern: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
+        # resource type -> prefix -> entries
+        self._prefixed: dict[ResourceType, dict[str, frozenset[AccessControlEntry]]] = {}
 
     def replace(self, pattern: ResourcePattern, entries: Iterable[AccessControlEntry]) -> None:
         """The entries of one pattern as ZooKeeper now holds them (none: the pattern is gone)."""
         entries = frozenset(entries)
+        prefixed = self._prefixed.setdefault(pattern.resource_type, {})
         if entries:
             self.by_pattern[pattern] = entries
+            if pattern.pattern_type == PatternType.PREFIXED:
+                prefixed[pattern.name] = entries
         else:
             self.by_pattern.pop(pattern, None)
+            if pattern.pattern_type == PatternType.PREFIXED:
+                prefixed.pop(pattern.name, None)
 
     def bindings(self, filter_: AclBindingFilter = ANY_BINDING) -> list[AclBinding]:
         out = []
@@ -341,13 +350,17 @@ class AclStore:
             found = by_pattern.get(ResourcePattern(resource_type, literal))
             if found:
                 out.extend(found)
-        for pattern, entries in by_pattern.items():
-            if (
-                pattern.pattern_type == PatternType.PREFIXED
-                and pattern.resource_type == resource_type
-                and name.startswith(pattern.name)
-            ):
-                out.extend(entries)
+        prefixed = self._prefixed.get(resource_type)
+        if prefixed:
+            if len(prefixed) < len(name):
+                for prefix, entries in prefixed.items():
+                    if name.startswith(prefix):
+                        out.extend(entries)
+            else:
+                for end in range(1, len(name) + 1):
+                    found = prefixed.get(name[:end])
+                    if found:
+                        out.extend(found)
         return out
 
 
