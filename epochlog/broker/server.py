@@ -38,6 +38,11 @@ Bad input closes only the connection it came on:
 Responses are encoded with holes where a body carries log data as file slices (a Fetch's
 records), and those are written by `transmit` (sendfile); any other answer is queued as bytes.
 
+Authorization (ACLs): with an authorizer configured, every request goes through
+`services.authorization.begin` (`broker.authorization`), which runs the handler on the request
+as it is, on a copy holding only the permitted topics (merging the denied ones into its
+answer), or answers it refused; without one, the handler is called directly.
+
 Client quotas (KIP-13, KIP-219; the math is `client_quotas`): a Produce's request size and a
 consumer Fetch's response size are recorded against the client's byte rate when it is
 answered. Over quota, the answer carries throttle_time_ms and the connection is muted for that

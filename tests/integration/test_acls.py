@@ -418,3 +418,57 @@ def test_epochlog_acls_cli(cluster, admin, capsys):
     assert epochlog_main(["acls", "add", "--operation", "Fly", "--allow-principal", "User:x",
                           "--topic", "t", *bootstrap]) == 2  # fmt: skip
     assert "unknown operation 'Fly'" in capsys.readouterr().err
+
+
+def test_concurrent_changes_to_one_resource_all_land(cluster, admin):
+    """Two writers adding ACLs to one resource at once (each from its own ZooKeeper session):
+    the znode version makes a loser read again, so no addition is lost, and every broker's
+    authorizer ends with all of them."""
+    import threading
+
+    from epochlog.security.acls import (
+        AccessControlEntry,
+        AclOperation,
+        AclPermissionType,
+        ResourcePattern,
+        ResourceType,
+    )
+    from epochlog.zk.acls import read_pattern, update_pattern
+
+    pattern = ResourcePattern(ResourceType.TOPIC, "contended")
+    clients = [connect(cluster.zk_connect, session_timeout_ms=6000) for _ in range(2)]
+
+    def add(client: Any, writer: int) -> None:
+        for i in range(15):
+            entry = AccessControlEntry(
+                f"User:w{writer}-{i}", "*", AclOperation.READ, AclPermissionType.ALLOW
+            )
+            update_pattern(client, pattern, lambda current, e=entry: current | {e})
+
+    try:
+        threads = [threading.Thread(target=add, args=(c, n)) for n, c in enumerate(clients)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        entries, version = read_pattern(clients[0], pattern)
+        assert len(entries) == 30 and version >= 29
+    finally:
+        for client in clients:
+            close_client(client)
+    request = m.DescribeAclsRequest(
+        resource_type_filter=2,  # TOPIC
+        resource_name_filter="contended",
+        pattern_type_filter=3,  # LITERAL
+        operation=1,  # ANY
+        permission_type=1,  # ANY
+    )
+
+    def acls_on(port: int) -> int:
+        response = raw_request(port, ApiKey.DESCRIBE_ACLS, 1, request)
+        return sum(len(r.acls) for r in response.resources)
+
+    for broker in cluster.brokers.values():  # each broker's own authorizer
+        wait_until(
+            lambda port=broker.port: acls_on(port) == 30, f"broker {broker.broker_id} has all 30"
+        )
