@@ -21,6 +21,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from epochlog.broker.fetch_session import FetchSessionCache
 from epochlog.broker.handlers.errors import error_response
 from epochlog.broker.metadata_cache import MetadataCache
 from epochlog.protocol.api import ApiKey, Request
@@ -45,11 +46,17 @@ class RequestAuthorization:
     """The dispatch check (module docstring); `authorizer` follows ZooKeeper's ACLs."""
 
     def __init__(
-        self, authorizer: Authorizer, metadata_cache: MetadataCache, *, auto_create_topics: bool
+        self,
+        authorizer: Authorizer,
+        metadata_cache: MetadataCache,
+        *,
+        auto_create_topics: bool,
+        fetch_sessions: FetchSessionCache | None = None,
     ) -> None:
         self.authorizer = authorizer
         self.metadata_cache = metadata_cache
         self.auto_create_topics = auto_create_topics
+        self.fetch_sessions = fetch_sessions
 
     def context(self, connection: ConnectionInfo) -> AuthContext:
         cache = self.metadata_cache
@@ -60,7 +67,20 @@ class RequestAuthorization:
             topic_name=cache.topic_name,
             topic_exists=cache.has_topic,
             auto_create_topics=self.auto_create_topics,
+            session_topics=self._session_topics,
         )
+
+    def _session_topics(self, session_id: int) -> set[str]:
+        session = self.fetch_sessions.get(session_id) if self.fetch_sessions else None
+        if session is None:
+            return set()
+        names = set()
+        for topic_id, name, _partition in session.partitions:
+            if not name and topic_id is not None:
+                name = self.metadata_cache.topic_name(topic_id) or ""
+            if name:
+                names.add(name)
+        return names
 
     def begin(
         self,

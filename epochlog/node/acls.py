@@ -69,7 +69,10 @@ class ZkAcls:
         self._listener = listener
         broker.services.acl_admin = self
         broker.services.authorization = RequestAuthorization(
-            self.authorizer, broker.metadata_cache, auto_create_topics=self.auto_create_topics
+            self.authorizer,
+            broker.metadata_cache,
+            auto_create_topics=self.auto_create_topics,
+            fetch_sessions=broker.services.fetch_sessions,
         )
 
     def stop(self) -> None:

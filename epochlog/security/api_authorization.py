@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import copy
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,6 +67,8 @@ class AuthContext:
     topic_name: Callable[[uuid.UUID], str | None] = lambda _id: None
     topic_exists: Callable[[str], bool] = lambda _name: True
     auto_create_topics: bool = False  # auto.create.topics.enable
+    # The topics a fetch session holds (KIP-227), by session id (none: no such session).
+    session_topics: Callable[[int], Iterable[str]] = lambda _session_id: ()
 
     def allowed(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
         return self.authorizer.authorize(self.principal, self.host, operation, resource_type, name)
@@ -176,6 +178,14 @@ def _fetch(ctx: AuthContext, version: int, body: Any) -> Outcome | None:
     def name_of(topic: Any) -> str | None:
         return topic.topic if version < 13 else ctx.topic_name(topic.topic_id)
 
+    # An incremental fetch is answered for every partition its session holds: one of a topic
+    # denied since it was added ends the session, and the client's full fetch that follows is
+    # split below.
+    incremental = not follower and body.session_id > 0 and body.session_epoch > 0
+    if incremental and any(
+        not ctx.allowed(READ, TOPIC, t) for t in ctx.session_topics(body.session_id)
+    ):
+        return reject(int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND))
     check = (lambda _t: TOPIC_DENIED) if follower else _topic_check(ctx, READ, name_of)
     outcome = split(body, "topics", "responses", check)
     if outcome is None:

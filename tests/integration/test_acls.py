@@ -472,3 +472,35 @@ def test_concurrent_changes_to_one_resource_all_land(cluster, admin):
         wait_until(
             lambda port=broker.port: acls_on(port) == 30, f"broker {broker.broker_id} has all 30"
         )
+
+
+def test_a_deny_reaches_a_consumer_inside_a_fetch_session(cluster, admin):
+    """kafka-python keeps a fetch session (KIP-227): its incremental fetches name no partition.
+    A Deny added while it reads ends the session; the full fetch that follows is refused."""
+    import kafka
+    from kafka.errors import TopicAuthorizationFailedError
+
+    make_topic(cluster, admin, "in-session", records=5)
+    tp = kafka.TopicPartition("in-session", 0)
+    consumer = kafka.KafkaConsumer(
+        bootstrap_servers=cluster.bootstrap_servers, enable_auto_commit=False
+    )
+    try:
+        consumer.assign([tp])
+        consumer.seek(tp, 0)
+        read = 0
+        while read < 5:
+            read += sum(len(v) for v in consumer.poll(timeout_ms=1000).values())
+        for _ in range(3):  # incremental fetches of the session, nothing new
+            assert consumer.poll(timeout_ms=200) == {}
+        admin.create_acls(
+            [
+                anonymous("Topic", "in-session", "All", "Allow"),
+                anonymous("Topic", "in-session", "Read", "Deny"),
+            ]
+        )
+        with pytest.raises(TopicAuthorizationFailedError):
+            for _ in range(50):
+                consumer.poll(timeout_ms=200)
+    finally:
+        consumer.close()

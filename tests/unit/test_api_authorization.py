@@ -330,3 +330,13 @@ def test_dispatch_runs_allowed_requests_unchanged():
 def test_client_host():
     assert client_host("10.1.2.3:5555") == "10.1.2.3"
     assert client_host("::1:5555") == "::1"
+
+
+def test_an_incremental_fetch_whose_session_holds_a_denied_topic_ends_the_session():
+    c = ctx((Op.READ, ResourceType.TOPIC, "ok"), session_topics=lambda sid: {"ok", "no"})
+    R = m.FetchRequest
+    incremental = R(replica_id=-1, session_id=5, session_epoch=3, topics=[])
+    outcome = authorize_request(c, 1, 12, incremental)
+    assert outcome is not None and outcome.error == 70  # FETCH_SESSION_ID_NOT_FOUND
+    c2 = ctx((Op.READ, ResourceType.TOPIC, "ok"), session_topics=lambda sid: {"ok"})
+    assert authorize_request(c2, 1, 12, incremental) is None
