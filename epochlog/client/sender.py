@@ -72,7 +72,8 @@ def produce_request(
         acks=acks,
         timeout_ms=timeout_ms,
         topic_data=[
-            m.ProduceRequest.TopicProduceData(name=t, partition_data=p) for t, p in by_topic.items()
+            m.ProduceRequest.TopicProduceData(name=t, partition_data=p)
+            for t, p in by_topic.items()
         ],
     )
 

@@ -191,7 +191,8 @@ class TransactionalSender:
                     v3_and_below_producer_id=pid,
                     v3_and_below_producer_epoch=epoch,
                     v3_and_below_topics=[
-                        R.AddPartitionsToTxnTopic(name=t, partitions=p) for t, p in by_topic.items()
+                        R.AddPartitionsToTxnTopic(name=t, partitions=p)
+                        for t, p in by_topic.items()
                     ],
                 ),
                 api_key=ADD_PARTITIONS_TO_TXN,
@@ -253,7 +254,8 @@ class TransactionalSender:
                 member_id=group.member_id,
                 group_instance_id=group.group_instance_id,
                 topics=[
-                    R.TxnOffsetCommitRequestTopic(name=t, partitions=p) for t, p in by_topic.items()
+                    R.TxnOffsetCommitRequestTopic(name=t, partitions=p)
+                    for t, p in by_topic.items()
                 ],
             ),
             api_key=TXN_OFFSET_COMMIT,
@@ -352,6 +354,7 @@ class TransactionCalls:
         """Drop the records not yet sent, wait for those in flight, and abort (EndTxn); after
         a lost sequence the producer's epoch is bumped too (KIP-360)."""
         await self._wait_for(self._transaction_manager("abort_transaction").abort(), timeout)
+
 
 
 def _errors(result: TxnResult) -> str:

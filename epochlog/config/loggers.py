@@ -81,7 +81,8 @@ def plan_logger_changes(
         if change.op not in (SET, DELETE):
             raise ConfigRequestError(
                 ErrorCode.INVALID_REQUEST,
-                f"Unknown operation type {change.op} is not allowed for the BROKER_LOGGER resource",
+                f"Unknown operation type {change.op} is not allowed for the "
+                "BROKER_LOGGER resource",
             )
         if name != ROOT_LOGGER and name not in existing:
             raise ConfigRequestError(ErrorCode.INVALID_CONFIG, f"Logger {name} does not exist!")

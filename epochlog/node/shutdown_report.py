@@ -33,18 +33,14 @@ def report_line(
     remaining: list[str],
     error: str = "NONE",
 ) -> str:
-    return (
-        CONTROLLED_SHUTDOWN_INCOMPLETE
-        + " "
-        + json.dumps(
-            {
-                "broker": broker_id,
-                "attempts": attempts,
-                "controller_answered": controller_answered,
-                "error": error,
-                "remaining_partitions": remaining,
-            }
-        )
+    return CONTROLLED_SHUTDOWN_INCOMPLETE + " " + json.dumps(
+        {
+            "broker": broker_id,
+            "attempts": attempts,
+            "controller_answered": controller_answered,
+            "error": error,
+            "remaining_partitions": remaining,
+        }
     )
 
 

@@ -32,6 +32,7 @@ from epochlog.protocol.errors import ErrorCode
 log = logging.getLogger(__name__)
 
 
+
 class NetworkTransactionVerifier:
     """`TransactionVerifier` for a broker process; `partition_of` maps a transactional id to
     its `__transaction_state` partition."""
@@ -76,6 +77,7 @@ class NetworkTransactionVerifier:
             await self.connections.drop(coordinator)
             return {tp: ErrorCode.NETWORK_EXCEPTION for tp in partitions}
         return verification_errors(response, transactional_id, partitions)
+
 
     async def close(self) -> None:
         await self.connections.close()

@@ -455,7 +455,9 @@ def _record_heads(
     # Records starting in the buffer's last 16 bytes (read in place, it has no padding) are
     # copied as far as the buffer goes; zeros follow them.
     whole = int(np.searchsorted(starts, len(joined) - _HEAD, "right"))
-    items = np.ndarray((max(0, len(joined) - _HEAD + 1),), f"V{_HEAD}", buffer=joined, strides=(1,))
+    items = np.ndarray(
+        (max(0, len(joined) - _HEAD + 1),), f"V{_HEAD}", buffer=joined, strides=(1,)
+    )
     heads[: whole * _HEAD].view(f"V{_HEAD}")[:] = items[starts[:whole]]
     for i in range(whole, n):
         tail = np.frombuffer(joined, np.uint8)[int(starts[i]) :]

@@ -156,14 +156,7 @@ def test_read_committed_skips_aborted_records_and_waits_at_the_last_stable_offse
             assert committed.position((TOPIC, 0)) == 8
             assert committed.poll(0.5) == []  # C is open: nothing past the LSO
             assert poll_until(uncommitted, 10) == [
-                b"a-0",
-                b"a-1",
-                b"b-0",
-                b"b-1",
-                b"b-2",
-                b"plain-0",
-                b"c-0",
-                b"plain-1",
+                b"a-0", b"a-1", b"b-0", b"b-1", b"b-2", b"plain-0", b"c-0", b"plain-1",
             ]
             write_marker(client, pid_c, commit=True)  # 10
             assert poll_until(committed, 11) == [b"c-0", b"plain-1"]

@@ -129,7 +129,7 @@ def test_a_transaction_goes_out_as_kafkas_requests() -> None:
         init = txn.initialize()
         await step(sender)
         assert init.done and init.error is None and (txn.producer_id, txn.producer_epoch) == (42, 1)
-        ((request, _),) = conn.sent
+        (request, _), = conn.sent
         assert (request.transactional_id, request.transaction_timeout_ms) == ("tx-1", 45000)
 
         txn.begin()
@@ -149,7 +149,7 @@ def test_a_transaction_goes_out_as_kafkas_requests() -> None:
         assert conn.sent[-1][0].group_id == "g"
         await step(sender)  # TxnOffsetCommit, to the group's coordinator
         assert offsets.done and offsets.error is None
-        ((commit, _),) = group_conn.sent
+        (commit, _), = group_conn.sent
         assert (commit.group_id, commit.generation_id, commit.member_id) == ("g", 7, "m-1")
         assert (commit.group_instance_id, commit.producer_id, commit.producer_epoch) == (
             "i",

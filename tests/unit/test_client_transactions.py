@@ -115,7 +115,9 @@ def test_init_retries_on_loading_coordinator_and_refinds_a_moved_one() -> None:
     assert txn.on_response(call, TxnResult(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)) is Next.RETRY
     again = txn.next_call(False)
     assert again is call
-    assert txn.on_response(again, TxnResult(ErrorCode.NOT_COORDINATOR)) is (Next.REFIND_COORDINATOR)
+    assert txn.on_response(again, TxnResult(ErrorCode.NOT_COORDINATOR)) is (
+        Next.REFIND_COORDINATOR
+    )
     third = txn.next_call(False)
     assert third is not None
     lost = TxnResult(transport_error=ConnectionError("reset"))

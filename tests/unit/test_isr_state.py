@@ -84,7 +84,9 @@ def test_a_retried_shrink_stays_pending(tmp_path):
     p = leader(tmp_path, isr=(1, 2))
     change = isr_state.maybe_shrink_isr(p, NOW + LAG + 1)
     assert p.isr_phase is P.PENDING_SHRINK
-    outcome, _ = isr_state.apply_alter_partition_answer(p, change, ErrorCode.REQUEST_TIMED_OUT, NOW)
+    outcome, _ = isr_state.apply_alter_partition_answer(
+        p, change, ErrorCode.REQUEST_TIMED_OUT, NOW
+    )
     assert outcome is isr_state.AlterOutcome.RETRY
     assert p.isr_phase is P.PENDING_SHRINK and p.pending_isr is change
 

@@ -294,7 +294,9 @@ def test_runs_of_equal_sized_rows_round_trip(runs, timestamps) -> None:
     values = pa.array([v for _, v in rows], pa.binary())
     stamps = 42 if timestamps == 1 else np.arange(len(rows), dtype=np.int64) * 1000
     batches = encode_records(keys, values, stamps, max_batch_bytes=20_000)
-    expected = [(42 if timestamps == 1 else i * 1000, k, v, []) for i, (k, v) in enumerate(rows)]
+    expected = [
+        (42 if timestamps == 1 else i * 1000, k, v, []) for i, (k, v) in enumerate(rows)
+    ]
     assert encoded_records(batches) == expected
 
 

@@ -39,12 +39,8 @@ MARKER_APPEND_TIMEOUT_MS = 30_000
 
 
 def append_marker(
-    rm: ReplicaManager,
-    key: TopicPartition,
-    producer_id: int,
-    producer_epoch: int,
-    marker: EndTxnMarker,
-    now: int,
+    rm: ReplicaManager, key: TopicPartition, producer_id: int, producer_epoch: int,
+    marker: EndTxnMarker, now: int,
 ) -> ProducePartitionResult:
     """Append one partition's marker as leader; errors become the partition's result."""
     try:
