@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import time
 import uuid
 from collections.abc import Callable
@@ -186,9 +187,11 @@ class AlterPartitionManager:
         listener: str = "PLAINTEXT",
         request_timeout_ms: int = 30000,
         faults: FaultInjector = NO_FAULTS,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
+        self.ssl_context = ssl_context  # the inter-broker listener is TLS
         self.metadata_cache = metadata_cache
         self.listener = listener
         self.request_timeout_ms = request_timeout_ms
@@ -296,6 +299,7 @@ class AlterPartitionManager:
             node_id=controller_id,
             client_id=f"broker-{self.broker_id}-alter-partition",
             request_timeout_ms=self.request_timeout_ms,
+            ssl_context=self.ssl_context,
         )
         try:
             await wait_for(connection.connect(), self.request_timeout_ms / 1000)

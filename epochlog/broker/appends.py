@@ -111,6 +111,9 @@ def append_to_leader(
         )
     if not result.duplicate:
         rm.on_leader_append(key, result.high_watermark_moved)
+        traffic = rm.traffic
+        if traffic is not None:
+            traffic.record_in(topic, result.last_offset - result.first_offset + 1, len(records))
     return ProducePartitionResult(
         base_offset=result.first_offset,
         last_offset=result.last_offset,

@@ -47,6 +47,7 @@ from epochlog.broker.server import KafkaServer
 from epochlog.broker.transmit import SendMode
 from epochlog.config.broker import SECURITY_PROTOCOLS, BrokerConfig
 from epochlog.faults import FaultInjector
+from epochlog.security.tls import inter_broker_client_context, listener_tls
 from epochlog.storage import LogConfig, LogManager
 from epochlog.storage.cleaner import CleanerConfig, run_on_loop
 
@@ -126,6 +127,10 @@ class Broker:
             epoch_holder=self.epoch_holder,
         )
         listener = config.inter_broker_listener
+        # TLS: each SSL/SASL_SSL listener's server side, and this broker's client side on the
+        # inter-broker listener (None when that is not TLS); a bad setting fails here, early.
+        self.listener_tls = listener_tls(config)
+        self.inter_broker_ssl = inter_broker_client_context(config)
         faults = FaultInjector.from_config(config)
         self.alter_partition_manager = AlterPartitionManager(
             broker_id=self.broker_id,
@@ -134,6 +139,7 @@ class Broker:
             listener=listener,
             request_timeout_ms=config["request.timeout.ms"],
             faults=faults,
+            ssl_context=self.inter_broker_ssl,
         )
         self.fetcher_manager = ReplicaFetcherManager(
             broker_id=self.broker_id,
@@ -143,6 +149,7 @@ class Broker:
             epoch_holder=self.epoch_holder,
             faults=faults,
             listener=listener,
+            ssl_context=self.inter_broker_ssl,
         )
         rm = self.replica_manager
         rm.alter_partition_manager = self.alter_partition_manager
@@ -222,7 +229,11 @@ class Broker:
             bound: dict[str, int] = {}
             for endpoint in self.config.listeners:
                 bound[endpoint.listener] = await self.server.listen(
-                    endpoint.listener, endpoint.host, endpoint.port
+                    endpoint.listener,
+                    endpoint.host,
+                    endpoint.port,
+                    security_protocol=self.config.security_protocol(endpoint.listener),
+                    tls=self.listener_tls.get(endpoint.listener),
                 )
         except BaseException:
             await self.alter_partition_manager.stop()

@@ -82,6 +82,10 @@ class DelayedOperationPurgatory:
         waiting = {id(op) for ops in self._watchers.values() for op in ops.values()}
         return len(waiting)
 
+    def watch_entries(self) -> int:
+        """Operations counted once per key they wait on (Kafka's PurgatorySize)."""
+        return sum(len(ops) for ops in self._watchers.values())
+
     def watching(self, key: Hashable) -> bool:
         """Whether some operation waits on `key`."""
         return key in self._watchers

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections.abc import Iterable
 
 from epochlog.broker.collaborators import BrokerEpochHolder
@@ -49,8 +50,10 @@ class ReplicaFetcherManager:
         epoch_holder: BrokerEpochHolder,
         faults: FaultInjector = NO_FAULTS,
         listener: str = "PLAINTEXT",
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.broker_id = broker_id
+        self.ssl_context = ssl_context  # the inter-broker listener is TLS
         self.rm = replica_manager
         self.metadata_cache = metadata_cache
         self.config = config
@@ -94,6 +97,7 @@ class ReplicaFetcherManager:
                 resolve_endpoint=self.endpoint,
                 faults=self.faults,
                 max_fetch_version=self.max_fetch_version,
+                ssl_context=self.ssl_context,
             )
             fetcher.start()
             log.info("replica fetcher %d from broker %d started", index, source)

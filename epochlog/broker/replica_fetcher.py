@@ -42,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import time
 from collections.abc import Callable, Hashable
 from typing import Any
@@ -120,8 +121,10 @@ class ReplicaFetcher:
         resolve_endpoint: Callable[[int], tuple[str, int] | None],
         faults: FaultInjector = NO_FAULTS,
         max_fetch_version: int = MAX_FETCH_VERSION,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.source_id = source_id
+        self.ssl_context = ssl_context  # the inter-broker listener is TLS
         self.broker_id = broker_id
         self.fetcher_id = fetcher_id
         self.rm = replica_manager
@@ -214,6 +217,7 @@ class ReplicaFetcher:
             node_id=self.source_id,
             client_id=f"broker-{self.broker_id}-fetcher-{self.fetcher_id}-{self.source_id}",
             request_timeout_ms=self.socket_timeout_ms,
+            ssl_context=self.ssl_context,
         )
         try:
             await wait_for(connection.connect(), self.socket_timeout_ms / 1000)

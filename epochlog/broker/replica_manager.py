@@ -90,6 +90,8 @@ from epochlog.config.topic import (
     validate_topic_configs,
 )
 from epochlog.faults import NO_FAULTS, WALL_CLOCK, FaultInjector
+from epochlog.metrics.process_stats import STATS
+from epochlog.metrics.traffic import TopicTraffic
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.schema import ZERO_UUID
 from epochlog.storage import LogConfig, LogManager, PartitionLog, StorageError
@@ -160,6 +162,8 @@ class ReplicaManager:
         self.fetch_purgatory = DelayedOperationPurgatory("fetch", schedule)
         # DeleteRecords waiting for the followers' log start offsets (broker/delete_records.py)
         self.delete_records_purgatory = DelayedOperationPurgatory("delete-records", schedule)
+        # Messages and bytes in and out per topic (metrics.port set; None: not counted)
+        self.traffic: TopicTraffic | None = None
         self._log_start_checkpoint_pending = False
         self.controller_epoch = -1
         self.min_insync_replicas: int = config["min.insync.replicas"]
@@ -420,6 +424,7 @@ class ReplicaManager:
     def _on_isr_answer(
         self, partition: Partition, change: PendingIsrChange, answer: PartitionAnswer
     ) -> None:
+        isr_before = len(partition.isr)
         outcome, _ = isr_state.apply_alter_partition_answer(
             partition,
             change,
@@ -432,6 +437,7 @@ class ReplicaManager:
         if outcome is AlterOutcome.RETRY:
             self._send_isr_change(partition, change, RETRY_BACKOFF_MS)
         if outcome is not None:
+            STATS.count_isr_change(isr_before, len(partition.isr))  # IsrShrinks/IsrExpands
             # The ISR (or the HW) changed: acks=all produces re-check min.insync.replicas.
             self.on_high_watermark_moved(partition.key)
 

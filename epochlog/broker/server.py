@@ -43,6 +43,17 @@ Authorization (ACLs): with an authorizer configured, every request goes through
 as it is, on a copy holding only the permitted topics (merging the denied ones into its
 answer), or answers it refused; without one, the handler is called directly.
 
+TLS (a listener whose protocol is SSL or SASL_SSL; settings in `security.tls`): the connection
+is plain TCP and the TLS layer is ours, sans-I/O (`tls_transport.TlsSession`): ciphertext
+arrives in `buffer_updated`, the handshake advances with it, and plaintext is read from the
+session straight into the frame reader's buffers. A handshake that fails (a plaintext client,
+garbage, a missing or untrusted certificate where ssl.client.auth=required) or does not finish
+within TLS_HANDSHAKE_TIMEOUT_S is one line in the log and that connection closed; no task exists
+until the handshake is done. The connection's principal is then the client certificate's
+subject mapped by ssl.principal.mapping.rules (ANONYMOUS without one), logged at DEBUG. Writes
+go through `TlsTransport`, which encrypts; file slices cannot be sendfile'd into TLS, so they are
+read in chunks and written through it (`SendMode.THROUGH`). Plaintext listeners are unchanged.
+
 Client quotas (KIP-13, KIP-219; the math is `client_quotas`): a Produce's request size and a
 consumer Fetch's response size are recorded against the client's byte rate when it is
 answered. Over quota, the answer carries throttle_time_ms and the connection is muted for that
@@ -55,8 +66,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import socket
+import ssl
 import time
 from collections import deque
 from collections.abc import Awaitable, Sequence
@@ -65,7 +78,9 @@ from typing import Any, cast
 from epochlog.broker.client_quotas import ANONYMOUS_USER, client_throttles_itself
 from epochlog.broker.handlers import HANDLERS, BrokerServices, CloseConnection, ConnectionInfo
 from epochlog.broker.handlers.errors import error_response
+from epochlog.broker.tls_transport import TlsSession, TlsTransport
 from epochlog.broker.transmit import SendMode, SliceTruncatedError, send_segmented
+from epochlog.metrics.request_stats import RequestStats
 from epochlog.protocol.api import (
     ApiKey,
     Refusal,
@@ -80,6 +95,8 @@ from epochlog.protocol.api import (
 )
 from epochlog.protocol.errors import DecodeError, ErrorCode, ProtocolError, UnsupportedVersionError
 from epochlog.protocol.framing import FramePool, FrameReader, FrameSizeError
+from epochlog.security.principal_mapping import NoMatchingRuleError, certificate_principal
+from epochlog.security.tls import ListenerTls
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +104,8 @@ MAX_QUEUED_FRAMES = 32
 # Deferred answers (appended produces, queued commits) of one connection waiting for replication
 # at once (see `_defer_produce`).
 MAX_WAITING_PRODUCES = 16
+TLS_HANDSHAKE_TIMEOUT_S = 30.0
+TLS_READ_BYTES = 64 * 1024  # ciphertext read at once from a TLS connection's socket
 
 
 class KafkaServer:
@@ -105,12 +124,28 @@ class KafkaServer:
         self.connections: set[Connection] = set()
         self.frame_pool = FramePool()  # large request frames' memory, shared by connections
         self._servers: list[asyncio.AbstractServer] = []
+        # Kafka's RequestMetrics (metrics.port set): each answered request's phases are timed
+        # (`metrics.request_stats` says how they map onto this server); None: nothing timed.
+        self.request_stats: RequestStats | None = None
 
-    async def listen(self, listener: str, host: str, port: int) -> int:
-        """Start serving `listener` on host:port; returns the bound port (port 0: a free one)."""
+    async def listen(
+        self,
+        listener: str,
+        host: str,
+        port: int,
+        *,
+        security_protocol: str = "PLAINTEXT",
+        tls: ListenerTls | None = None,
+    ) -> int:
+        """Start serving `listener` on host:port, over TLS when `tls` is given; returns the
+        bound port (port 0: a free one)."""
         loop = asyncio.get_running_loop()
         server = await loop.create_server(
-            lambda: Connection(self, listener), host or None, port, reuse_address=True, backlog=512
+            lambda: Connection(self, listener, security_protocol, tls),
+            host or None,
+            port,
+            reuse_address=True,
+            backlog=512,
         )
         self._servers.append(server)
         # typeshed says a tuple; uvloop's Server holds a list (mypyc checks the declared type)
@@ -140,12 +175,23 @@ class KafkaServer:
 class Connection(asyncio.BufferedProtocol):
     """One client connection: framing, the in-order request loop, flow control."""
 
-    def __init__(self, server: KafkaServer, listener: str) -> None:
+    def __init__(
+        self,
+        server: KafkaServer,
+        listener: str,
+        security_protocol: str = "PLAINTEXT",
+        tls: ListenerTls | None = None,
+    ) -> None:
         self.server = server
         self.listener = listener
+        self.security_protocol = security_protocol
+        self.tls = tls
+        self._tls_session: TlsSession | None = None
+        self._cipher_buffer: memoryview | None = None
+        self._handshake_timer: asyncio.TimerHandle | None = None
         self.transport: asyncio.Transport | None = None
         self.task: asyncio.Task[None] | None = None
-        self.info = ConnectionInfo(listener, "?")
+        self.info = ConnectionInfo(listener, "?", security_protocol=security_protocol)
         # The socket is read straight into the reader's buffers (`framing`): large frames are
         # not copied on their way in.
         self._reader = FrameReader(server.max_request_bytes, pool=server.frame_pool)
@@ -161,7 +207,9 @@ class Connection(asyncio.BufferedProtocol):
         self._unsent: list[bytes] = []
         # Produce requests (acks=all) whose records are appended and wait for replication, in
         # request order, and the task writing their answers in that order (`_defer_produce`).
-        self._waiting_produces: deque[tuple[Request, asyncio.Future[Any], int]] = deque()
+        self._waiting_produces: deque[
+            tuple[Request, asyncio.Future[Any], int, tuple[float, float, float]]
+        ] = deque()
         self._produces_answered = asyncio.Event()
         self._produces_answered.set()
         self._produce_writer: asyncio.Task[None] | None = None
@@ -176,7 +224,11 @@ class Connection(asyncio.BufferedProtocol):
         # uvloop's transports do not subclass asyncio.Transport, but behave as one.
         self.transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
-        self.info = ConnectionInfo(self.listener, f"{peer[0]}:{peer[1]}" if peer else "?")
+        self.info = ConnectionInfo(
+            self.listener,
+            f"{peer[0]}:{peer[1]}" if peer else "?",
+            security_protocol=self.security_protocol,
+        )
         sock = self.transport.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):
@@ -185,14 +237,33 @@ class Connection(asyncio.BufferedProtocol):
         # loop waits for that before the next request, and sendfile needs an empty buffer.
         self.transport.set_write_buffer_limits(high=0)
         self.server.connections.add(self)
-        self.task = asyncio.get_running_loop().create_task(self._serve())
+        loop = asyncio.get_running_loop()
+        if self.tls is not None:
+            # the request loop starts once the handshake is done (`_tls_established`)
+            self._tls_session = TlsSession(self.tls.context)
+            self._cipher_buffer = memoryview(bytearray(TLS_READ_BYTES))
+            self._handshake_timer = loop.call_later(
+                TLS_HANDSHAKE_TIMEOUT_S, self._handshake_failed, None
+            )
+            return
+        self.task = loop.create_task(self._serve())
 
     def get_buffer(self, sizehint: int) -> memoryview:
+        if self._cipher_buffer is not None:
+            return self._cipher_buffer
         return self._reader.buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
         if self._closed:
             return
+        if self._tls_session is not None:
+            assert self._cipher_buffer is not None
+            self._tls_received(self._tls_session, self._cipher_buffer[:nbytes])
+            return
+        self._plain_received(nbytes)
+
+    def _plain_received(self, nbytes: int) -> None:
+        """`nbytes` of the request stream landed in the frame reader's buffer."""
         try:
             self._reader.filled(nbytes)
         except FrameSizeError as exc:
@@ -207,12 +278,98 @@ class Connection(asyncio.BufferedProtocol):
 
     def eof_received(self) -> bool:
         # Answer what has arrived, then close (a client may half-close after its requests).
+        session = self._tls_session
+        if session is not None and not session.established:
+            self._handshake_failed(ConnectionResetError("closed by the client"))
+            return False
         self._eof = True
         self._wake(self._frame_ready)
         return True
 
+    # ---------------------------------------------------------------------------- TLS
+
+    def _tls_received(self, session: TlsSession, ciphertext: memoryview) -> None:
+        session.receive(ciphertext)
+        try:
+            if not session.established:
+                done = session.handshake()
+                self._send_tls_output(session)
+                if not done:
+                    return
+                self._tls_established(session)
+            self._read_tls(session)
+        except (ssl.SSLError, OSError) as exc:
+            if session.established:
+                self.close(f"TLS error: {_one_line(exc)}")
+            else:
+                self._send_tls_output(session)  # the alert saying why, if any
+                self._handshake_failed(exc)
+
+    def _read_tls(self, session: TlsSession) -> None:
+        """Decrypt what the session holds into the frame reader, while reading is not paused
+        (resuming calls it again: plaintext may wait in the session, not in the socket)."""
+        while not (self._closed or self._read_paused or self._throttle_paused):
+            nbytes = session.read_into(self._reader.buffer())
+            if nbytes == 0:
+                break
+            if nbytes < 0:  # close_notify: the client is done
+                self.eof_received()
+                break
+            self._plain_received(nbytes)
+        self._send_tls_output(session)
+
+    def _send_tls_output(self, session: TlsSession) -> None:
+        data = session.outgoing()
+        transport = self.transport
+        if data and transport is not None and not transport.is_closing():
+            raw = transport.raw if isinstance(transport, TlsTransport) else transport
+            raw.write(data)
+
+    def _tls_established(self, session: TlsSession) -> None:
+        assert self.tls is not None and self.transport is not None
+        if self._handshake_timer is not None:
+            self._handshake_timer.cancel()
+        try:
+            principal = certificate_principal(session.peer_certificate(), self.tls.mapper)
+        except NoMatchingRuleError as exc:
+            self.close(f"TLS authentication failed: {exc}")
+            return
+        self.info = dataclasses.replace(self.info, principal=principal)
+        log.debug(
+            "TLS connection from %s on listener %s: principal %s (%s)",
+            self.info.peer,
+            self.listener,
+            principal,
+            session.ssl_object.version(),
+        )
+        self.transport = cast(asyncio.Transport, TlsTransport(self.transport, session))
+        self.task = asyncio.get_running_loop().create_task(self._serve())
+
+    def _handshake_failed(self, exc: BaseException | None) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._handshake_timer is not None:
+            self._handshake_timer.cancel()
+        self.server.connections.discard(self)
+        reason = (
+            f"no handshake within {TLS_HANDSHAKE_TIMEOUT_S:.0f} s"
+            if exc is None
+            else _one_line(exc)
+        )
+        log.info(
+            "TLS handshake with %s on listener %s failed, closing: %s",
+            self.info.peer,
+            self.listener,
+            reason,
+        )
+        if self.transport is not None:
+            self.transport.close()
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
+        if self._handshake_timer is not None:
+            self._handshake_timer.cancel()
         self.server.connections.discard(self)
         self._wake(self._frame_ready)
         self._wake(self._drained)
@@ -279,6 +436,8 @@ class Connection(asyncio.BufferedProtocol):
             assert self.transport is not None
             if not self._throttle_paused:
                 self.transport.resume_reading()
+                if self._tls_session is not None:
+                    self._read_tls(self._tls_session)
         return frame
 
     # ---------------------------------------------------------------- quota throttling
@@ -307,6 +466,8 @@ class Connection(asyncio.BufferedProtocol):
         self._throttle_paused = False
         if not self._read_paused and not self._closed and self.transport is not None:
             self.transport.resume_reading()
+            if self._tls_session is not None:
+                self._read_tls(self._tls_session)
 
     async def _wait_unmuted(self) -> None:
         loop = asyncio.get_running_loop()
@@ -363,6 +524,8 @@ class Connection(asyncio.BufferedProtocol):
             self.close("internal error")
 
     async def _handle(self, frame: bytes | memoryview) -> None:
+        timed = self.server.request_stats is not None
+        started = time.perf_counter() if timed else 0.0
         try:
             request = decode_request(frame)
         except UnsupportedVersionError:
@@ -398,6 +561,7 @@ class Connection(asyncio.BufferedProtocol):
         if len(self._waiting_produces) >= MAX_WAITING_PRODUCES:
             await self._produces_answered.wait()
         handling: Awaitable[Any]
+        handler_started = time.perf_counter() if timed else 0.0
         try:
             services = self.server.services
             if services.authorization is None:
@@ -410,12 +574,14 @@ class Connection(asyncio.BufferedProtocol):
             failed: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
             failed.set_exception(failure)
             handling = failed
+        # (taken from the queue, handler called, handler returned): for the request metrics
+        clock = (started, handler_started, time.perf_counter() if timed else 0.0)
         if isinstance(handling, asyncio.Future):
             # Begun: its ordered work is done, its answer may wait for replication.
             if self._waiting_produces or not handling.done():
-                self._defer_produce(request, handling, request_size)
+                self._defer_produce(request, handling, request_size, clock)
                 return
-            await self._answer(request, handling, request_size)
+            await self._answer(request, handling, request_size, clock)
             return
         if self._waiting_produces:
             # Anything else runs after the deferred answers before it, as it would if the
@@ -426,14 +592,18 @@ class Connection(asyncio.BufferedProtocol):
                 if asyncio.iscoroutine(handling):
                     handling.close()  # never started: nothing to clean up, no warning
                 raise
-        await self._answer(request, handling, request_size)
+        await self._answer(request, handling, request_size, clock)
 
     def _defer_produce(
-        self, request: Request, pending: asyncio.Future[Any], request_size: int
+        self,
+        request: Request,
+        pending: asyncio.Future[Any],
+        request_size: int,
+        clock: tuple[float, float, float],
     ) -> None:
         """Take the next request while this produce waits for replication (its records are
         appended already, so appends stay in request order); answers go out in order."""
-        self._waiting_produces.append((request, pending, request_size))
+        self._waiting_produces.append((request, pending, request_size, clock))
         self._produces_answered.clear()
         if self._produce_writer is None or self._produce_writer.done():
             self._produce_writer = asyncio.get_running_loop().create_task(
@@ -443,8 +613,8 @@ class Connection(asyncio.BufferedProtocol):
     async def _answer_waiting_produces(self) -> None:
         try:
             while self._waiting_produces and not self._closed:
-                request, pending, request_size = self._waiting_produces[0]
-                await self._answer(request, pending, request_size)
+                request, pending, request_size, clock = self._waiting_produces[0]
+                await self._answer(request, pending, request_size, clock)
                 self._waiting_produces.popleft()
         except ConnectionError:
             pass  # the connection went away: nobody to answer
@@ -453,12 +623,21 @@ class Connection(asyncio.BufferedProtocol):
             self._produces_answered.set()
 
     async def _answer(
-        self, request: Request, handling: Awaitable[Any], request_size: int = 0
+        self,
+        request: Request,
+        handling: Awaitable[Any],
+        request_size: int = 0,
+        clock: tuple[float, float, float] = (0.0, 0.0, 0.0),
     ) -> None:
         """Wait for a request's handling and write its answer (throttled by client quotas)."""
         api_key, version = request.api_key, request.api_version
+        if not isinstance(handling, asyncio.Future) and self.server.request_stats is not None:
+            # A coroutine starts only now (after any wait behind deferred answers): its whole
+            # run is local time.
+            clock = (clock[0], time.perf_counter(), 0.0)
+        throttled_ms = 0
         try:
-            body = await handling
+            body: Any = await handling
         except CloseConnection as exc:
             self.close(str(exc))
             return
@@ -469,6 +648,8 @@ class Connection(asyncio.BufferedProtocol):
             body = error_response(api_key, version, request.body, ErrorCode.UNKNOWN_SERVER_ERROR)
         if self._closed:
             return
+        stats = self.server.request_stats
+        answered = time.perf_counter() if stats is not None else 0.0
         if api_key in (ApiKey.PRODUCE, ApiKey.FETCH):
             body, throttle_ms = self._record_quota(request, body, request_size)
             if throttle_ms > 0:
@@ -484,14 +665,18 @@ class Connection(asyncio.BufferedProtocol):
                     body.throttle_time_ms = max(body.throttle_time_ms, throttle_ms)
                 if not client_throttles_itself(api_key, version):
                     await asyncio.sleep(throttle_ms / 1000)  # the answer is the throttle
+                    throttled_ms = throttle_ms
         if body is None or self._closed:
+            if stats is not None and body is None:  # acks=0: handled, nothing to send
+                self._record(stats, request, clock, answered, throttled_ms)
             return
         assert self.transport is not None
         try:
             frame = encode_response_segments(api_key, version, request.correlation_id, body)
             if frame.slices:
                 self._flush_responses()  # earlier answers first: the transport writes in order
-                mode = self.server.send_mode
+                # TLS: the bytes must pass through the transport to be encrypted
+                mode = self.server.send_mode if self.tls is None else SendMode.THROUGH
                 await send_segmented(self.transport, frame, self.wait_drained, mode)
             else:
                 self._queue_response(bytes(frame))
@@ -505,3 +690,35 @@ class Connection(asyncio.BufferedProtocol):
             return
         if self._write_paused or self._closed:
             await self.wait_drained()
+        if stats is not None:
+            self._record(stats, request, clock, answered, throttled_ms)
+
+    @staticmethod
+    def _record(
+        stats: RequestStats,
+        request: Request,
+        clock: tuple[float, float, float],
+        answered: float,
+        throttled_ms: int,
+    ) -> None:
+        """Kafka's RequestMetrics for one answered request (see `metrics.request_stats`): a
+        deferred answer's wait is remote time; any other handler's whole run is local time
+        (its clock has no `begun`: 0)."""
+        started, handler_started, begun = clock
+        if begun == 0.0:
+            begun = answered
+        stats.record(
+            request.api_key,
+            request.api_version,
+            started,
+            handler_started,
+            begun,
+            answered,
+            float(throttled_ms),
+            time.perf_counter(),
+        )
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}" if not text.startswith(type(exc).__name__) else text

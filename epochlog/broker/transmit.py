@@ -33,6 +33,10 @@ runs overlap, and about twice as fast as the standard loop on small non-fetch re
 direct sendfile path. `SendMode.LOOP` (standard loop only) and `SendMode.COPY` remain for such
 measurements (`python -m epochlog.broker.harness --loop=asyncio --send-mode=loop ...`).
 
+Over TLS the bytes must be encrypted on their way, so sendfile cannot be used:
+`SendMode.THROUGH` reads each slice COPY_CHUNK at a time and writes it through the transport,
+waiting for the transport to drain between chunks (the server picks it for TLS connections).
+
 A slice whose file was truncated under it (a follower truncating its log) yields fewer bytes
 than the response's size prefix promised. The frame cannot be fixed any more, so
 `SliceTruncatedError` is raised and the server closes the connection, as Kafka does when a
@@ -60,6 +64,9 @@ class SendMode(enum.Enum):
     DIRECT = "direct"  # os.sendfile on the socket when the transport buffer is empty
     LOOP = "loop"  # loop.sendfile (standard asyncio loop only)
     COPY = "copy"  # read the slice and write it through the transport
+    # read the slice in chunks and write each through the transport once it has drained: for
+    # TLS, whose bytes must be encrypted on their way
+    THROUGH = "through"
 
 
 class SliceTruncatedError(Exception):
@@ -88,6 +95,8 @@ async def send_segmented(
             pos = position
             if mode is SendMode.DIRECT:
                 await send_file_slice(transport, file_slice, wait_drained)
+            elif mode is SendMode.THROUGH:
+                await write_file_slice(transport, file_slice, wait_drained)
             elif mode is SendMode.LOOP:
                 await wait_drained()
                 sent = await asyncio.get_running_loop().sendfile(
@@ -149,6 +158,30 @@ async def send_file_slice(
                 continue
         wanted = min(remaining, COPY_CHUNK)
         assert file_slice.source is not None
+        chunk = file_slice.source.pread(wanted, offset)
+        if len(chunk) < wanted:
+            raise SliceTruncatedError(
+                f"{file_slice.source.path} ended at {offset + len(chunk)}, "
+                f"{remaining - len(chunk)} bytes short of the slice"
+            )
+        transport.write(chunk)
+        offset += wanted
+        remaining -= wanted
+        await wait_drained()
+
+
+async def write_file_slice(
+    transport: asyncio.WriteTransport, file_slice: FileSlice, wait_drained: Drain
+) -> None:
+    """Send one slice through the transport, COPY_CHUNK at a time, so a large fetch answer is
+    never in memory whole (a TLS transport encrypts what it is given)."""
+    assert file_slice.source is not None
+    offset = file_slice.position
+    remaining = len(file_slice)
+    while remaining:
+        if transport.is_closing():
+            raise ConnectionResetError("the connection closed during a fetch response")
+        wanted = min(remaining, COPY_CHUNK)
         chunk = file_slice.source.pread(wanted, offset)
         if len(chunk) < wanted:
             raise SliceTruncatedError(

@@ -12,7 +12,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from epochlog.cli.common import CommandError, bootstrap_servers
+from epochlog.cli.common import CommandError, client_config
+from epochlog.client.config import Role
 from epochlog.node.shutdown_report import IncompleteShutdown
 
 
@@ -73,6 +74,8 @@ def cmd_up(args: argparse.Namespace, console: Console) -> int:
             raise CommandError(str(exc)) from None
     console.print(f"ZooKeeper: {cluster.zk_connect}")
     console.print(f"bootstrap servers: [bold]{cluster.bootstrap_servers}[/]")
+    for broker_id, endpoint in sorted(cluster.metrics_endpoints().items()):
+        console.print(f"broker {broker_id} metrics: {endpoint}")
     return 0
 
 
@@ -257,13 +260,13 @@ def cmd_controller(args: argparse.Namespace, console: Console) -> int:
 def cmd_leaders(args: argparse.Namespace, console: Console) -> int:
     from epochlog.cli.partitions_cmd import cmd_elect
 
-    return cmd_elect(args, console, bootstrap_servers(args))
+    return cmd_elect(args, console)
 
 
 def cmd_records(args: argparse.Namespace, console: Console) -> int:
     from epochlog.cli.partitions_cmd import cmd_records as records
 
-    return records(args, console, bootstrap_servers(args))
+    return records(args, console)
 
 
 # ----------------------------------------------------------------------------- clients
@@ -272,7 +275,7 @@ def cmd_records(args: argparse.Namespace, console: Console) -> int:
 def cmd_topics(args: argparse.Namespace, console: Console) -> int:
     from epochlog.client import Admin, KafkaError
 
-    with Admin({"bootstrap.servers": bootstrap_servers(args)}) as admin:
+    with Admin(client_config(args, Role.ADMIN)) as admin:
         try:
             return _topics(admin, args, console)
         except KafkaError as exc:
@@ -322,7 +325,7 @@ def cmd_produce(args: argparse.Namespace, console: Console) -> int:
     from epochlog.client import KafkaError, Producer
 
     count = 0
-    with Producer({"bootstrap.servers": bootstrap_servers(args), "acks": args.acks}) as producer:
+    with Producer(client_config(args, Role.PRODUCER, acks=args.acks)) as producer:
         try:
             for line in sys.stdin:
                 line = line.rstrip("\n")
@@ -341,15 +344,15 @@ def cmd_produce(args: argparse.Namespace, console: Console) -> int:
 def cmd_consume(args: argparse.Namespace, console: Console) -> int:
     from epochlog.client import Admin, Consumer
 
-    bootstrap = bootstrap_servers(args)
-    with Admin({"bootstrap.servers": bootstrap}) as admin:
+    with Admin(client_config(args, Role.ADMIN)) as admin:
         description = admin.describe_topics([args.topic]).get(args.topic)
     if description is None:
         raise CommandError(f"topic {args.topic!r} does not exist")
-    config: dict[str, object] = {
-        "bootstrap.servers": bootstrap,
-        "auto.offset.reset": "earliest" if args.from_beginning else "latest",
-    }
+    config = client_config(
+        args,
+        Role.CONSUMER,
+        **{"auto.offset.reset": "earliest" if args.from_beginning else "latest"},
+    )
     if args.group:  # kafka-console-consumer's --group: a member that commits as it reads
         config.update({"group.id": args.group, "enable.auto.commit": True})
     seen = 0

@@ -149,15 +149,16 @@ def run(args: argparse.Namespace, console: Console) -> int:
 def run_quotas(
     args: argparse.Namespace, console: Console, types: list[str], names: list[str | None]
 ) -> int:
-    from epochlog.cli.common import CommandError, bootstrap_servers
+    from epochlog.cli.common import CommandError, client_config
     from epochlog.client import Admin, KafkaError
     from epochlog.client.admin_quotas import QuotaFilter, describe_entity
+    from epochlog.client.config import Role
 
     try:
         entity = quota_entity(types, names)
     except ValueError as exc:
         raise CommandError(str(exc)) from None
-    with Admin({"bootstrap.servers": bootstrap_servers(args)}) as admin:
+    with Admin(client_config(args, Role.ADMIN)) as admin:
         try:
             if args.configs_command == "describe":
                 components = []
@@ -197,15 +198,16 @@ def run_quotas(
 
 
 def run_configs(args: argparse.Namespace, console: Console) -> int:
-    from epochlog.cli.common import CommandError, bootstrap_servers
+    from epochlog.cli.common import CommandError, client_config
     from epochlog.client import Admin, KafkaError
     from epochlog.client.admin_configs import AlterOp, ConfigOp, ConfigResource, ResourceType
+    from epochlog.client.config import Role
 
     kind = ResourceType[KINDS[args.entity_type]]
     if kind is not ResourceType.BROKER and args.entity_default:
         raise CommandError("--entity-default applies to brokers only")
     resource = ConfigResource(kind, "" if args.entity_default else args.entity_name)
-    with Admin({"bootstrap.servers": bootstrap_servers(args)}) as admin:
+    with Admin(client_config(args, Role.ADMIN)) as admin:
         try:
             if args.configs_command == "describe":
                 entries = admin.describe_configs([resource])[resource]

@@ -67,8 +67,9 @@ def _controller_text(status: PinStatus) -> str:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from epochlog.cli.common import CommandError, bootstrap_servers
+    from epochlog.cli.common import CommandError, client_config
     from epochlog.client import Admin, KafkaError
+    from epochlog.client.config import Role
 
     if args.controller_command == "pin":
         if (args.id is None) == (not args.auto):
@@ -79,7 +80,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
             raise CommandError("--allow-absent does not apply to --auto (it picks a live broker)")
         if args.wait < 0:
             raise CommandError(f"--wait must be >= 0, got {args.wait}")
-    with Admin({"bootstrap.servers": bootstrap_servers(args)}) as admin:
+    with Admin(client_config(args, Role.ADMIN)) as admin:
         try:
             if args.controller_command == "show":
                 status = admin.describe_controller_pin()

@@ -108,8 +108,9 @@ def add_parser(
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from epochlog.cli.common import CommandError, bootstrap_servers
+    from epochlog.cli.common import CommandError, client_config
     from epochlog.client import Admin, ClientError
+    from epochlog.client.config import Role
 
     command = {
         "list": _list,
@@ -118,7 +119,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         "reset-offsets": _reset_offsets,
         "delete-offsets": _delete_offsets,
     }[args.groups_command]
-    with Admin({"bootstrap.servers": bootstrap_servers(args)}) as admin:
+    with Admin(client_config(args, Role.ADMIN)) as admin:
         try:
             return command(admin, args, console)
         except (ClientError, ResetError) as exc:

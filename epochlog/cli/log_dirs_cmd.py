@@ -52,11 +52,12 @@ def add_parser(
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from epochlog.cli.common import CommandError, bootstrap_servers
+    from epochlog.cli.common import CommandError, client_config
     from epochlog.client import Admin, ClientError
+    from epochlog.client.config import Role
 
     command = {"describe": _describe, "move": _move}[args.log_dirs_command]
-    with Admin({"bootstrap.servers": bootstrap_servers(args)}) as admin:
+    with Admin(client_config(args, Role.ADMIN)) as admin:
         try:
             return command(admin, args, console)
         except ClientError as exc:

@@ -35,6 +35,11 @@ def _add_dir(parser: argparse.ArgumentParser) -> None:
 
 def _add_bootstrap(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bootstrap-server", help="host:port[,host:port] of the cluster")
+    parser.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="client properties (security settings and the like), as Kafka's tools take them",
+    )
     _add_dir(parser)
 
 

@@ -26,7 +26,8 @@ from typing import Any
 
 from rich.console import Console
 
-from epochlog.cli.common import CommandError
+from epochlog.cli.common import CommandError, client_config
+from epochlog.client.config import Role
 
 
 def add_parsers(
@@ -164,14 +165,14 @@ def alter_topic(admin: Any, args: argparse.Namespace, console: Console) -> None:
     console.print(f"Topic {args.topic} now has {args.partitions} partitions.")
 
 
-def cmd_records(args: argparse.Namespace, console: Console, bootstrap: str) -> int:
+def cmd_records(args: argparse.Namespace, console: Console) -> int:
     from epochlog.client import Admin, KafkaError
 
     offsets = read_offsets_json(args.offset_json_file)
     if not offsets:
         raise CommandError("--offset-json-file lists no partitions")
     print("Executing records delete operation")
-    with Admin({"bootstrap.servers": bootstrap}) as admin:
+    with Admin(client_config(args, Role.ADMIN)) as admin:
         try:
             results = admin.delete_records(offsets)
         except KafkaError as exc:
@@ -187,7 +188,7 @@ def cmd_records(args: argparse.Namespace, console: Console, bootstrap: str) -> i
     return 1 if failed else 0
 
 
-def cmd_elect(args: argparse.Namespace, console: Console, bootstrap: str) -> int:
+def cmd_elect(args: argparse.Namespace, console: Console) -> int:
     from epochlog.client import Admin, ElectionType, KafkaError
     from epochlog.protocol.errors import ErrorCode
 
@@ -204,7 +205,7 @@ def cmd_elect(args: argparse.Namespace, console: Console, bootstrap: str) -> int
     if args.partition is not None and not args.topic:
         raise CommandError("--partition needs --topic")
     kind = ElectionType.PREFERRED if kind_name == "preferred" else ElectionType.UNCLEAN
-    with Admin({"bootstrap.servers": bootstrap}) as admin:
+    with Admin(client_config(args, Role.ADMIN)) as admin:
         try:
             partitions: list[tuple[str, int]] | None = None
             if args.path_to_json_file:

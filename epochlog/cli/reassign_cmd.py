@@ -303,11 +303,12 @@ def check_throttle(value: int, option: str) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from epochlog.cli.common import CommandError, bootstrap_servers
+    from epochlog.cli.common import CommandError, client_config
     from epochlog.client import Admin, ClientError
+    from epochlog.client.config import Role
 
     try:
-        with Admin({"bootstrap.servers": bootstrap_servers(args)}) as admin:
+        with Admin(client_config(args, Role.ADMIN)) as admin:
             if args.generate:
                 return _generate(admin, args)
             if args.list:

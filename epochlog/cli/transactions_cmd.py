@@ -281,8 +281,9 @@ def producer_row(p: Any) -> list[str]:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from epochlog.cli.common import bootstrap_servers
+    from epochlog.cli.common import client_config
     from epochlog.client import Admin, ClientError
+    from epochlog.client.config import Role
 
     command = {
         "list": _list,
@@ -295,7 +296,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         abort_spec_from_args(args)  # bad arguments fail before any connection
     if args.transactions_command == "find-hanging":
         check_find_hanging_args(args)
-    with Admin({"bootstrap.servers": bootstrap_servers(args)}) as admin:
+    with Admin(client_config(args, Role.ADMIN)) as admin:
         try:
             return command(admin, args)
         except ClientError as exc:

@@ -76,6 +76,24 @@ SETTINGS: dict[str, Setting] = {
         Setting("metadata.recovery.rebootstrap.trigger.ms", "int", 300000),
         Setting("retry.backoff.ms", "int", 100),
         Setting("retry.backoff.max.ms", "int", 1000),
+        # ---- security (client/tls.py): librdkafka's keys and Java's PEM keys
+        Setting(
+            "security.protocol",
+            "enum",
+            "plaintext",
+            choices=("plaintext", "ssl", "sasl_plaintext", "sasl_ssl"),
+        ),
+        Setting("ssl.ca.location", "str", ""),
+        Setting("ssl.certificate.location", "str", ""),
+        Setting("ssl.key.location", "str", ""),
+        Setting("ssl.key.password", "str", ""),
+        Setting(
+            "ssl.endpoint.identification.algorithm", "enum", "https", choices=("https", "none", "")
+        ),
+        Setting("ssl.truststore.location", "str", ""),
+        Setting("ssl.truststore.type", "str", "PEM"),
+        Setting("ssl.keystore.location", "str", ""),
+        Setting("ssl.keystore.type", "str", "PEM"),
         # ---- producer
         Setting("acks", "acks", -1, P),
         Setting("linger.ms", "int", 5, P, high=INT32_MAX),

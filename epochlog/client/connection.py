@@ -19,6 +19,9 @@ does not serve it answers UNSUPPORTED_VERSION with a v0-layout body listing its 
 (librdkafka's mock writes that error body with a one-byte array count; that layout is read too.)
 `version_for(api_key)` is then the highest version both sides support.
 
+With an `ssl_context` the connection is TLS (the peer's host name checked if the context says
+so); a handshake that fails is a `ConnectionFailedError` naming the reason.
+
 This class holds no client policy (no retries, no metadata, no backoff): brokers use it too, for
 replica fetchers and controller requests.
 """
@@ -28,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import ssl
 import struct
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -75,9 +79,11 @@ class BrokerConnection:
         client_id: str | None = None,
         request_timeout_ms: int = 30000,
         on_close: Callable[[BrokerConnection, BaseException | None], None] | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.host = host
         self.port = port
+        self.ssl_context = ssl_context  # TLS (security.protocol SSL or SASL_SSL) when given
         self.node_id = node_id
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
@@ -116,8 +122,10 @@ class BrokerConnection:
         if self._writer is not None:
             raise RuntimeError(f"{self} is already connected")
         try:
-            self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
-        except OSError as exc:
+            self._reader, self._writer = await asyncio.open_connection(
+                self.host, self.port, ssl=self.ssl_context
+            )
+        except OSError as exc:  # ssl.SSLError included: a failed handshake
             self._closed = True
             self.close_reason = exc
             raise ConnectionFailedError(

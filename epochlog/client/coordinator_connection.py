@@ -107,6 +107,7 @@ class CoordinatorConnection:
             node_id=self.node_id,
             client_id=self._net.client_id,
             request_timeout_ms=self._request_timeout_ms,
+            ssl_context=self._net.ssl_context,
         )
         try:
             await wait_for(conn.connect(), self._setup_timeout_ms / 1000)

@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import itertools
 import socket
+import ssl
 import struct
 from typing import Any, cast
 
@@ -63,9 +64,11 @@ class FramedConnection(asyncio.BufferedProtocol):
         node_id: int | None = None,
         client_id: str | None = None,
         request_timeout_ms: int = 30000,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.host = host
         self.port = port
+        self.ssl_context = ssl_context  # TLS when given
         self.node_id = node_id
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
@@ -94,7 +97,7 @@ class FramedConnection(asyncio.BufferedProtocol):
             raise RuntimeError(f"{self} was connected before")
         loop = asyncio.get_running_loop()
         try:
-            await loop.create_connection(lambda: self, self.host, self.port)
+            await loop.create_connection(lambda: self, self.host, self.port, ssl=self.ssl_context)
         except OSError as exc:
             self._closed = True
             self.close_reason = exc

@@ -67,6 +67,7 @@ from epochlog.client.metadata import (
     metadata_request,
 )
 from epochlog.client.recovery import MetadataRecovery, recovery_for
+from epochlog.client.tls import client_ssl_context
 from epochlog.protocol.api import ApiKey
 from epochlog.protocol.codec import Message
 from epochlog.protocol.errors import ErrorCode
@@ -95,6 +96,9 @@ class NetworkClient:
         self.config = config
         self.client_id: str | None = config["client.id"] or None
         self.request_timeout_ms: int = config["request.timeout.ms"]
+        # TLS for every connection (security.protocol SSL/SASL_SSL), built once: a bad setting
+        # fails here, naming its key
+        self.ssl_context = client_ssl_context(config)
         self.allow_auto_topic_creation = allow_auto_topic_creation
         self.recovery: MetadataRecovery = recovery or recovery_for(config)
         self.cluster = ClusterMetadata()
@@ -266,6 +270,7 @@ class NetworkClient:
             client_id=self.client_id,
             request_timeout_ms=self.request_timeout_ms,
             on_close=self._on_connection_closed,
+            ssl_context=self.ssl_context,
         )
         try:
             try:

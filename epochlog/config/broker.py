@@ -90,6 +90,46 @@ DEFINITIONS: dict[str, Definition] = {
     "security.inter.broker.protocol": Definition(
         "string", None, "the inter-broker security protocol (when no listener name is given)"
     ),
+    # TLS (issue 21): Kafka's ssl.* keys, PEM stores only (KIP-651). Each may be set for one
+    # listener as listener.name.<listener lowercased>.<key>, which overrides the plain key there.
+    "ssl.keystore.type": Definition(
+        "string", "PEM", "PEM (JKS and PKCS12 are refused: PEM is what epochlog reads)"
+    ),
+    "ssl.keystore.location": Definition(
+        "string", None, "a PEM file: the private key, then the certificate chain"
+    ),
+    "ssl.keystore.key": Definition("password", None, "the private key as inline PEM text"),
+    "ssl.keystore.certificate.chain": Definition(
+        "string", None, "the certificate chain as inline PEM text (with ssl.keystore.key)"
+    ),
+    "ssl.keystore.password": Definition(
+        "password", None, "refused with PEM, as in Kafka: the key's password is ssl.key.password"
+    ),
+    "ssl.key.password": Definition("password", None, "the password of an encrypted private key"),
+    "ssl.truststore.type": Definition(
+        "string", "PEM", "PEM (JKS and PKCS12 are refused: PEM is what epochlog reads)"
+    ),
+    "ssl.truststore.location": Definition("string", None, "a PEM file of trusted certificates"),
+    "ssl.truststore.certificates": Definition(
+        "string", None, "trusted certificates as inline PEM text"
+    ),
+    "ssl.truststore.password": Definition("password", None, "refused with PEM, as in Kafka"),
+    "ssl.client.auth": Definition(
+        "string", "none", "client certificates: none, requested or required",
+        _one_of("none", "requested", "required"),
+    ),
+    "ssl.enabled.protocols": Definition("list", ["TLSv1.2", "TLSv1.3"], "TLS versions allowed"),
+    "ssl.protocol": Definition("string", "TLSv1.3", "TLS, TLSv1.2 or TLSv1.3"),
+    "ssl.cipher.suites": Definition(
+        "list", [], "TLS 1.2 cipher suites (IANA or OpenSSL names); empty: OpenSSL's defaults"
+    ),
+    "ssl.endpoint.identification.algorithm": Definition(
+        "string", "https", "https: inter-broker connections check the broker's host name; "
+        "empty: they do not"
+    ),
+    "ssl.principal.mapping.rules": Definition(
+        "string", "DEFAULT", "a TLS client's certificate subject -> its principal's name"
+    ),
     "log.dirs": Definition("list", None, "log directories (default log.dir)"),
     "log.dir": Definition("string", "/tmp/kafka-logs"),
     "zookeeper.connect": Definition("string", _NO_DEFAULT, "host:port[,host:port][/chroot]"),
@@ -290,6 +330,17 @@ DEFINITIONS: dict[str, Definition] = {
     "transaction.remove.expired.transaction.cleanup.interval.ms": Definition(
         "int", 3600000, "how often expired transactional ids are removed", _at_least(1)
     ),
+    # Prometheus endpoint (issue 22; Kafka itself has none: JMX plus an exporter)
+    "metrics.port": Definition(
+        "int",
+        -1,
+        "port of the broker's Prometheus endpoint (GET /metrics); 0: a free port (logged); "
+        "-1: no endpoint and no request timing",
+        _at_least(-1),
+    ),
+    "metrics.host": Definition(
+        "string", None, "address the Prometheus endpoint binds; default: the first listener's host"
+    ),
     # epochlog's own
     "epochlog.cluster.dir": Definition("string", None, "local-cluster directory (pid files)"),
     "epochlog.log.dir.probe.interval.ms": Definition(
@@ -377,6 +428,34 @@ TEST_SWITCHES: dict[str, Definition] = {
     ),
 }
 
+# Keys a listener may set for itself as `listener.name.<listener lowercased>.<key>` (Kafka's
+# per-listener configs); such a key overrides the plain one on that listener.
+LISTENER_KEY_PREFIX = "listener.name."
+LISTENER_OVERRIDABLE_PREFIXES: tuple[str, ...] = ("ssl.",)
+
+
+def listener_scoped(key: str) -> tuple[str, str] | None:
+    """`listener.name.<listener>.<rest>` -> (LISTENER upper-cased, rest); None for other keys.
+    Which `rest` a listener may set is up to the caller (`listener_definition` for ssl.*)."""
+    if not key.startswith(LISTENER_KEY_PREFIX):
+        return None
+    listener, sep, rest = key[len(LISTENER_KEY_PREFIX) :].partition(".")
+    if not sep or not listener or not rest:
+        return None
+    return listener.upper(), rest
+
+
+def listener_definition(key: str) -> Definition | None:
+    """The definition a `listener.name.<listener>.<key>` key takes, if a listener may set it."""
+    scoped = listener_scoped(key)
+    if scoped is None:
+        return None
+    rest = scoped[1]
+    if not rest.startswith(LISTENER_OVERRIDABLE_PREFIXES):
+        return None
+    return DEFINITIONS.get(rest)
+
+
 _PROPERTY_LINE = re.compile(r"^\s*([^=:\s]+)\s*[=:]\s*(.*?)\s*$")
 
 
@@ -437,7 +516,9 @@ class BrokerConfig:
         # The keys given (server.properties): what DescribeConfigs calls STATIC_BROKER_CONFIG.
         self.explicit: dict[str, Any] = {}
         for key, raw in values.items():
-            definition = DEFINITIONS.get(key) or TEST_SWITCHES.get(key)
+            definition = (
+                DEFINITIONS.get(key) or TEST_SWITCHES.get(key) or listener_definition(key)
+            )
             if definition is None:
                 if key in ACCEPTED_WITHOUT_EFFECT:
                     continue
@@ -471,6 +552,21 @@ class BrokerConfig:
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self._values)
+
+    def for_listener(self, listener: str, prefix: str) -> dict[str, tuple[str, Any]]:
+        """Every key starting with `prefix` as `listener` sees it: key -> (the key it was read
+        from, value); a `listener.name.<listener>.<key>` given overrides the plain key (Kafka's
+        rule, key by key)."""
+        resolved = {k: (k, v) for k, v in self._values.items() if k.startswith(prefix)}
+        for key, value in self._values.items():
+            scoped = listener_scoped(key)
+            if (
+                scoped is not None
+                and scoped[0] == listener.upper()
+                and scoped[1].startswith(prefix)
+            ):
+                resolved[scoped[1]] = (key, value)
+        return resolved
 
     # Derived settings, resolved the way Kafka resolves them.
 

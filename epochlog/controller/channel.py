@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from typing import Any
 
 from epochlog.aio import wait_for
@@ -38,8 +39,10 @@ class BrokerSender:
         request_timeout_ms: int,
         controller_id: int,
         faults: FaultInjector,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.broker = broker
+        self.ssl_context = ssl_context
         self.controller_id = controller_id
         self.faults = faults
         self.client_id = client_id
@@ -60,6 +63,7 @@ class BrokerSender:
                 node_id=self.broker.id,
                 client_id=self.client_id,
                 request_timeout_ms=self.request_timeout_ms,
+                ssl_context=self.ssl_context,
             )
             try:
                 await wait_for(connection.connect(), self.request_timeout_ms / 1000)
@@ -123,8 +127,10 @@ class ControllerChannel:
         controller_id: int,
         request_timeout_ms: int = 30000,
         faults: FaultInjector = NO_FAULTS,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.controller_id = controller_id
+        self.ssl_context = ssl_context  # the inter-broker listener is TLS
         self.client_id = f"controller-{controller_id}"
         self.request_timeout_ms = request_timeout_ms
         self.faults = faults
@@ -133,7 +139,12 @@ class ControllerChannel:
     def add_broker(self, broker: BrokerInfo) -> None:
         if broker.id not in self.senders:
             self.senders[broker.id] = BrokerSender(
-                broker, self.client_id, self.request_timeout_ms, self.controller_id, self.faults
+                broker,
+                self.client_id,
+                self.request_timeout_ms,
+                self.controller_id,
+                self.faults,
+                self.ssl_context,
             )
 
     async def remove_broker(self, broker_id: int) -> None:

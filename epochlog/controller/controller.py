@@ -53,11 +53,14 @@ from epochlog.controller.decisions import (
     on_topic_deletion,
     on_unclean_election_enabled,
 )
+from epochlog.controller.event_metrics import STATE_METRICS
 from epochlog.controller.partition_requests import PartitionRequests
 from epochlog.controller.reassignment_events import ReassignmentEvents
 from epochlog.controller.requests import ControllerRequests
 from epochlog.controller.storage_events import StorageEvents
 from epochlog.faults import FaultInjector
+from epochlog.metrics.process_stats import STATS
+from epochlog.security.tls import inter_broker_client_context
 from epochlog.zk import controller_zk as zkc
 from epochlog.zk.session import WatchHandle, watch_data
 from epochlog.zk.watches import watch_broker_ids, watch_topic_deletions, watch_topics
@@ -118,10 +121,16 @@ class Controller(ControllerRequests, StorageEvents, PartitionRequests, Reassignm
         self.topic_configs: dict[str, dict[str, str]] = {}
         self.writer = zkc.FencedWriter.for_election(zk, election)
         self.faults = FaultInjector.from_config(config)
-        self.channel = ControllerChannel(broker_id, config["request.timeout.ms"], self.faults)
-        self._events: asyncio.Queue[tuple[ev.ControllerEvent, asyncio.Future[Any] | None]] = (
-            asyncio.Queue()
+        self.channel = ControllerChannel(
+            broker_id,
+            config["request.timeout.ms"],
+            self.faults,
+            ssl_context=inter_broker_client_context(config),
         )
+        # (event, its waiter, when it was queued: for EventQueueTimeMs)
+        self._events: asyncio.Queue[
+            tuple[ev.ControllerEvent, asyncio.Future[Any] | None, float]
+        ] = asyncio.Queue()
         self._handlers = self._handler_table()
         self._watches: list[WatchHandle] = []
         self._timers: list[asyncio.Task[None]] = []
@@ -141,6 +150,11 @@ class Controller(ControllerRequests, StorageEvents, PartitionRequests, Reassignm
     @property
     def epoch(self) -> int:
         return self.ctx.epoch
+
+    @property
+    def queued_events(self) -> int:
+        """Events waiting (Kafka's EventQueueSize)."""
+        return self._events.qsize()
 
     # ------------------------------------------------------------------------- lifecycle
 
@@ -240,7 +254,7 @@ class Controller(ControllerRequests, StorageEvents, PartitionRequests, Reassignm
 
     def _enqueue(self, event: ev.ControllerEvent) -> None:
         if self._active:
-            self._events.put_nowait((event, None))
+            self._events.put_nowait((event, None, time.perf_counter()))
 
     async def _enqueue_and_wait(self, event: ev.ControllerEvent) -> Any:
         """Queue the event and return what its handler returns (or raise what it raised)."""
@@ -251,7 +265,7 @@ class Controller(ControllerRequests, StorageEvents, PartitionRequests, Reassignm
         if not self._active:
             raise ControllerMovedError(f"broker {self.broker_id} is not the controller")
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._events.put_nowait((event, future))
+        self._events.put_nowait((event, future, time.perf_counter()))
         self._waiting.add(future)
         future.add_done_callback(self._waiting.discard)
         return future
@@ -276,7 +290,8 @@ class Controller(ControllerRequests, StorageEvents, PartitionRequests, Reassignm
 
     async def _run(self) -> None:
         while True:
-            event, future = await self._events.get()
+            event, future, queued = await self._events.get()
+            started = time.perf_counter()
             try:
                 await self._handle(event, future)
             except (zkc.ControllerMovedError, ControllerMovedError):
@@ -287,6 +302,11 @@ class Controller(ControllerRequests, StorageEvents, PartitionRequests, Reassignm
                 return
             except Exception:
                 log.exception("controller event %s failed", type(event).__name__)
+            finally:
+                state = STATE_METRICS.get(type(event))
+                if state is not None:
+                    took_ms = (time.perf_counter() - started) * 1000
+                    STATS.record_controller_event(state, (started - queued) * 1000, took_ms)
 
     async def _stop_taking_events(self, _event: ev.StopTakingEvents) -> None:
         self._active = False

@@ -30,6 +30,7 @@ from epochlog.controller.assignment import AssignmentError, assign_replicas
 from epochlog.controller.channel import ControllerChannel
 from epochlog.controller.context import ControllerContext, TopicPartition
 from epochlog.controller.decisions import Plan, on_controlled_shutdown
+from epochlog.metrics.process_stats import STATS
 from epochlog.protocol import messages as m
 from epochlog.protocol.errors import ErrorCode
 from epochlog.storage.layout import validate_topic_name
@@ -201,7 +202,13 @@ class ControllerRequests:
             check_requester_epoch=self.config.enabled("epochlog.test.kip380.enabled"),
         )
         if decision.top_error != ErrorCode.NONE:
+            STATS.count_fenced(decision.top_error.name, "AlterPartition")
             return m.AlterPartitionResponse(error_code=decision.top_error)
+        ineligible = sum(
+            1 for error in decision.errors.values() if error == ErrorCode.INELIGIBLE_REPLICA
+        )
+        if ineligible:  # KIP-903: counted per partition refused
+            STATS.count_fenced(ErrorCode.INELIGIBLE_REPLICA.name, "AlterPartition", ineligible)
         plan = Plan(updates=dict(decision.accepted))
         plan.batch.add_changed_partitions(decision.accepted)
         refused = await self._write(plan)
@@ -258,6 +265,7 @@ class ControllerRequests:
             and event.broker_epoch != -1
             and event.broker_epoch < known.epoch
         ):
+            STATS.count_fenced(ErrorCode.STALE_BROKER_EPOCH.name, "ControlledShutdown")
             return ErrorCode.STALE_BROKER_EPOCH, []
         if known is None:
             return ErrorCode.BROKER_NOT_AVAILABLE, []

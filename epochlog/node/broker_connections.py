@@ -1,8 +1,8 @@
 """Connections from this broker to the others, one per broker, for the coordinators' own
 requests (WriteTxnMarkers to partition leaders, KIP-890's verify-only AddPartitionsToTxn to a
-transaction coordinator): made on first use to the broker's endpoint on this broker's first
-listener, as the metadata cache knows it, and dropped after a failure so the next use connects
-afresh."""
+transaction coordinator): made on first use to the broker's endpoint on the inter-broker
+listener (over TLS when that is SSL or SASL_SSL), as the metadata cache knows it, and dropped
+after a failure so the next use connects afresh."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ class BrokerConnections:
         self.metadata_cache = broker.metadata_cache
         config = broker.services.config
         self.listener = config.inter_broker_listener
+        self.ssl_context = broker.inter_broker_ssl  # the inter-broker listener is TLS
         self.client_id = f"broker-{broker.broker_id}-{purpose}"
         self.request_timeout_ms = request_timeout_ms
         self._connections: dict[int, BrokerConnection] = {}
@@ -40,6 +41,7 @@ class BrokerConnections:
             node_id=broker_id,
             client_id=self.client_id,
             request_timeout_ms=self.request_timeout_ms,
+            ssl_context=self.ssl_context,
         )
         await wait_for(connection.connect(), CONNECT_TIMEOUT_S)
         self._connections[broker_id] = connection

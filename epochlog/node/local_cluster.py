@@ -62,6 +62,15 @@ class BrokerProcess:
     launcher: tuple[str, ...] = ()
     # listener name -> port of the listeners after the first (PLAINTEXT, which `port` is)
     extra_ports: dict[str, int] = field(default_factory=dict)
+    # the Prometheus endpoint's port (metrics.port), None when metrics are off
+    metrics_port: int | None = None
+
+    @property
+    def metrics_endpoint(self) -> str | None:
+        """http://host:port/metrics of this broker, None when metrics are off."""
+        if self.metrics_port is None:
+            return None
+        return f"http://{self.host}:{self.metrics_port}/metrics"
 
     @property
     def config_path(self) -> Path:
@@ -168,14 +177,23 @@ class LocalCluster:
             if port is None:
                 port = ports["PLAINTEXT"]
         existing_dirs: str | None = None
+        metrics_port: int | None = None
         if config_path.exists():
             for line in config_path.read_text().splitlines():
                 if line.startswith("log.dirs="):
                     existing_dirs = line.split("=", 1)[1]  # a restart keeps the broker's dirs
+                if line.startswith("metrics.port="):  # and its metrics endpoint
+                    metrics_port = int(line.split("=", 1)[1])
         placement = self.placements.get(broker_id, BrokerPlacement())
         port = port or placement.port or free_port()
         for name in self.extra_listeners:
             extra_ports.setdefault(name, free_port())
+        # Metrics are on in a local cluster, each broker on a port of its own (Prometheus
+        # targets stay put across restarts); broker_config's metrics.port=-1 turns them off.
+        if metrics_port is None or metrics_port < 0:
+            metrics_port = free_port()
+        if int(self.broker_config.get("metrics.port", 0)) < 0:
+            metrics_port = -1
         values: dict[str, Any] = {
             "broker.id": broker_id,
             "listeners": ",".join(
@@ -192,8 +210,10 @@ class LocalCluster:
             "controlled.shutdown.retry.backoff.ms": 500,
             "replica.lag.time.max.ms": 10000,
             "epochlog.cluster.dir": str(self.directory),
+            "metrics.port": metrics_port,
         }
         values.update(self.broker_config)
+        values["metrics.port"] = metrics_port
         config_path.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
         return BrokerProcess(
             broker_id,
@@ -202,6 +222,7 @@ class LocalCluster:
             host=placement.host,
             launcher=placement.launcher,
             extra_ports=extra_ports,
+            metrics_port=metrics_port if metrics_port >= 0 else None,
         )
 
     def _spawn(self, broker: BrokerProcess) -> None:
@@ -294,6 +315,14 @@ class LocalCluster:
             f"{b.host}:{b.extra_ports[listener.upper()]}" for b in self.brokers.values()
         )
 
+    def metrics_endpoints(self) -> dict[int, str]:
+        """Each broker's Prometheus endpoint (brokers with metrics off left out)."""
+        return {
+            b.broker_id: endpoint
+            for b in self.brokers.values()
+            if (endpoint := b.metrics_endpoint) is not None
+        }
+
     def controller_id(self) -> int | None:
         return self.zk_state()["controller"]
 
@@ -379,6 +408,7 @@ class LocalCluster:
                     "pid": b.pid,
                     "host": b.host,
                     "extra_ports": b.extra_ports,
+                    "metrics_port": b.metrics_port,
                 }
                 for b in self.brokers.values()
             },
@@ -404,6 +434,7 @@ class LocalCluster:
                 path.parent / f"broker-{broker_id}",
                 host=info.get("host", "127.0.0.1"),
                 extra_ports=info.get("extra_ports", {}),
+                metrics_port=info.get("metrics_port"),
             )
             b.pid = info["pid"]
             cluster.brokers[int(broker_id)] = b

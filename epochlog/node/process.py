@@ -45,11 +45,13 @@ from epochlog.node.controller_gateway import (
 )
 from epochlog.node.dynamic_configs import ZkDynamicConfigs, load_broker_layers
 from epochlog.node.groups import ZkGroupCoordinator, attach_group_coordinator
+from epochlog.node.metrics import BrokerMetrics
 from epochlog.node.shutdown_report import report_line
 from epochlog.node.transactions import ZkTransactionCoordinator, attach_transaction_coordinator
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import ApiKey
 from epochlog.protocol.errors import ErrorCode
+from epochlog.security.tls import inter_broker_client_context
 from epochlog.zk import controller_zk as zkc
 from epochlog.zk.cluster import (
     allocate_producer_id_block,
@@ -198,7 +200,10 @@ class BrokerProcess:
         acls = ZkAcls(zk, self.config) if authorizer_enabled(self.config) else None
         if acls is not None:  # before the listeners open: no request goes unchecked
             await acls.start(broker)
+        metrics = BrokerMetrics(self.config)
+        metrics.attach(broker, elector, groups.runtime)
         await broker.start()
+        await metrics.start()
         await dynamic_configs.start(broker, elector)
         registration = BrokerRegistration(
             self.broker_id,
@@ -219,6 +224,7 @@ class BrokerProcess:
             if self.config["controlled.shutdown.enable"]:
                 await self._controlled_shutdown(zk, epoch_holder)
         finally:
+            await metrics.stop()
             dynamic_configs.stop()
             if acls is not None:
                 acls.stop()
@@ -276,13 +282,18 @@ class BrokerProcess:
         registered = brokers.get(controller_id)
         if registered is None:
             return None
-        endpoint = registered.registration.endpoints[0]
+        # the controller's endpoint on the inter-broker listener, as every broker-to-broker
+        # connection (the first listener only if the registration predates named listeners)
+        listener = self.config.inter_broker_listener
+        endpoints = registered.registration.endpoints
+        endpoint = next((e for e in endpoints if e.listener == listener), endpoints[0])
         connection = BrokerConnection(
             endpoint.host,
             endpoint.port,
             node_id=controller_id,
             client_id=f"broker-{self.broker_id}-shutdown",
             request_timeout_ms=self.config["request.timeout.ms"],
+            ssl_context=inter_broker_client_context(self.config),
         )
         try:
             await wait_for(connection.connect(), 10)

@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from epochlog.metrics.process_stats import STATS
 from epochlog.protocol.errors import CorruptRecordError, InvalidRecordError
 from epochlog.protocol.records import (
     BatchHeader,
@@ -862,11 +863,13 @@ class PartitionLog:
 
     def flush(self) -> None:
         """fsync every segment with unflushed data; the recovery point becomes the end."""
+        started = time.perf_counter()
         self.epoch_checkpoint.write_pending()  # before the recovery point passes its epochs
         for segment in self._segments:
             segment.flush()
         self.recovery_point = self.log_end_offset
         self.last_flush_ms = _now_ms()
+        STATS.record_log_flush((time.perf_counter() - started) * 1000)  # LogFlushRateAndTimeMs
 
     def flush_if_due(self, now_ms: int) -> bool:
         """flush.ms: flush if there is unflushed data and the last flush is that old."""

@@ -34,6 +34,8 @@ from kazoo.exceptions import KazooException, RolledBackError, RuntimeInconsisten
 from kazoo.protocol.states import ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
+from epochlog.metrics.process_stats import STATS
+
 DEFAULT_SESSION_TIMEOUT_MS = 18000  # Kafka's zookeeper.session.timeout.ms
 CONNECTION_RETRY: dict[str, float] = {
     "max_tries": -1,
@@ -46,6 +48,28 @@ T = TypeVar("T")
 StateListener = Callable[[KazooState], Any]
 
 
+class TimedKazooClient(KazooClient):
+    """A KazooClient that times every request from queueing to its answer (Kafka's
+    ZooKeeperRequestLatencyMs) and counts session events: `_call` is where every kazoo
+    operation, sync or async, is queued with the object its answer completes."""
+
+    def _call(self, request: Any, async_object: Any) -> Any:
+        started = time.perf_counter()
+        async_object.rawlink(
+            lambda _done: STATS.record_zk_request((time.perf_counter() - started) * 1000)
+        )
+        return super()._call(request, async_object)
+
+
+def _count_session_state(state: KazooState) -> None:
+    """Kafka's SessionExpireListener metrics: the state, expirations, disconnects."""
+    STATS.zk_state = str(state)
+    if state == KazooState.LOST:
+        STATS.zk_expires += 1
+    elif state == KazooState.SUSPENDED:
+        STATS.zk_disconnects += 1
+
+
 def make_client(
     hosts: str,
     *,
@@ -54,12 +78,13 @@ def make_client(
     listeners: Iterable[StateListener] = (),
 ) -> KazooClient:
     """A KazooClient (not started) for `hosts` ("h:p,h:p[/chroot]")."""
-    client = KazooClient(
+    client = TimedKazooClient(
         hosts=hosts,
         timeout=session_timeout_ms / 1000.0,
         client_id=client_id,
         connection_retry=dict(CONNECTION_RETRY),
     )
+    client.add_listener(_count_session_state)
     for listener in listeners:
         client.add_listener(listener)
     return client
@@ -75,6 +100,7 @@ def connect(
     """A started KazooClient; raises kazoo's timeout error if no server answers in time."""
     client = make_client(hosts, session_timeout_ms=session_timeout_ms, listeners=listeners)
     client.start(timeout=timeout_s)
+    STATS.zk_state = str(client.state)
     return client
 
 

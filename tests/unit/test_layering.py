@@ -20,16 +20,29 @@ PACKAGE = Path(epochlog.__file__).parent
 # package -> the other epochlog packages and modules it may import
 ALLOWED: dict[str, set[str]] = {
     "protocol": set(),
-    "storage": {"protocol"},
+    "storage": {"protocol", "metrics"},
     # configuration sits below everything that reads it
     "config": {"protocol", "storage"},
-    "zk": {"protocol", "storage", "security", "processes"},
+    "zk": {"protocol", "storage", "security", "processes", "metrics"},
     "coordinator": {"protocol"},
+    # metrics: counters the hot path increments and their Prometheus rendering, below everything
+    # that counts (what a scrape reads is assembled by node)
+    "metrics": {"protocol"},
     # security decisions (principals, SASL, ACLs, TLS settings), below their callers
     "security": {"protocol", "config"},
     # the data plane and the controller never import each other (nor the coordinators)
-    "broker": {"protocol", "storage", "config", "security", "client", "aio", "faults"},
-    "controller": {"protocol", "storage", "config", "security", "zk", "client", "aio", "faults"},
+    "broker": {"protocol", "storage", "config", "security", "client", "aio", "faults", "metrics"},
+    "controller": {
+        "protocol",
+        "storage",
+        "config",
+        "security",
+        "zk",
+        "client",
+        "aio",
+        "faults",
+        "metrics",
+    },
     # one package assembles a broker process
     "node": {
         "broker",
@@ -44,6 +57,7 @@ ALLOWED: dict[str, set[str]] = {
         "aio",
         "processes",
         "faults",
+        "metrics",
     },
     "client": {"protocol", "aio"},
     "spark": {"client", "protocol", "aio"},

@@ -23,6 +23,8 @@ from typing import Any
 from epochlog.broker.control_rules import check_control_request
 from epochlog.broker.handlers.context import BrokerServices, ConnectionInfo
 from epochlog.broker.handlers.errors import error_response, stop_replica_entries
+from epochlog.metrics.process_stats import STATS
+from epochlog.metrics.request_stats import kafka_request_name
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import ApiKey, Request
 from epochlog.protocol.errors import ErrorCode
@@ -41,6 +43,7 @@ def _gate(services: BrokerServices, request: Request) -> ErrorCode:
         latest_controller_epoch=services.replica_manager.controller_epoch,
     )
     if error is not ErrorCode.NONE:
+        STATS.count_fenced(error.name, kafka_request_name(request.api_key))
         log.warning(
             "%s from controller %d refused with %s: request broker epoch %d (current %d), "
             "controller epoch %d (latest %d)",

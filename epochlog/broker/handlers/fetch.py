@@ -132,6 +132,12 @@ async def handle_fetch(
             )
         )
     results = await fetch_messages(rm, params, requests)
+    traffic = rm.traffic
+    if traffic is not None:
+        for r in results:
+            size = len(r.records)
+            if size:
+                traffic.record_out(r.request.topic, size, replica_id >= 0)
     if context.kind is ContextKind.SESSIONLESS:  # librdkafka's every fetch: nothing to keep
         return _response(services, body, version, INVALID_SESSION_ID, results, connection.listener)
     session_id, carried = sessions.answer(

@@ -112,6 +112,9 @@ class GroupCoordinatorShard:
         # where in replay order each committed offset was replayed (Kafka's record offset)
         self._committed_at: dict[OffsetKey, int] = {}
         self._replayed = 0
+        # Since this shard loaded (metrics): rebalances completed, offsets committed
+        self.completed_rebalances = 0
+        self.offset_commits = 0
         self._new_member_id = new_member_id or (lambda prefix: f"{prefix}-{uuid.uuid4()}")
 
     # ------------------------------------------------------------------------ loading
@@ -478,6 +481,7 @@ class GroupCoordinatorShard:
                 group.remove_member(member.member_id)
                 effects.timers[heartbeat_timer(group.group_id, member.member_id)] = None
         group.generation += 1
+        self.completed_rebalances += 1
         if not group.members:
             group.protocol_name = None
             group.leader_id = None
@@ -738,6 +742,7 @@ class GroupCoordinatorShard:
                 effects.records.append(
                     OffsetCommitRecord(request.group_id, item.topic, item.partition, offset)
                 )
+                self.offset_commits += 1
                 pending = self.pending_offsets.setdefault(request.group_id, {})
                 key = (item.topic, item.partition)
                 pending[key] = pending.get(key, 0) + 1
