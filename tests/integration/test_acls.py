@@ -33,7 +33,7 @@ from confluent_kafka.admin import (
 )
 
 from epochlog.cli.main import main as epochlog_main
-from epochlog.client import Admin
+from epochlog.client import Admin, KafkaError
 from epochlog.client.admin_acls import AclSpec
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import ApiKey, decode_response, encode_request
@@ -504,3 +504,125 @@ def test_a_deny_reaches_a_consumer_inside_a_fetch_session(cluster, admin):
                 consumer.poll(timeout_ms=200)
     finally:
         consumer.close()
+
+
+# ------------------------------------------------------------------ brokers told apart by TLS
+
+
+@pytest.fixture(scope="module")
+def strict(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, str]]:
+    """A second cluster as Kafka's operators run one: the brokers talk over an SSL listener
+    with their certificate's principal, which alone is in `super.users`; nothing is open to
+    everyone (allow.everyone.if.no.acl.found false). Clients on PLAINTEXT are User:ANONYMOUS."""
+    from cryptography.x509.oid import NameOID
+
+    from epochlog.security.certs import CertificateAuthority
+
+    ca = CertificateAuthority.create(tmp_path_factory.mktemp("acl-ca"))
+    broker_cert = ca.issue("broker", attributes=((NameOID.ORGANIZATION_NAME, "epochlog"),))
+    broker_principal = f"User:{broker_cert.subject}"  # User:CN=broker,O=epochlog
+    local = LocalCluster(
+        tmp_path_factory.mktemp("acls-strict"),
+        3,
+        extra_listeners=("SSL",),
+        broker_config={
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL",
+            "inter.broker.listener.name": "SSL",
+            "ssl.keystore.location": str(broker_cert.keystore),
+            "ssl.truststore.location": str(ca.ca_file),
+            "ssl.client.auth": "required",
+            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+            "super.users": broker_principal,
+            "offsets.topic.num.partitions": 3,
+        },
+    )
+    local.start()
+    yield local, broker_principal
+    local.close()
+
+
+def test_brokers_on_their_certificate_principal_clients_only_what_acls_allow(strict):
+    from epochlog.security.acls import (
+        CLUSTER_NAME,
+        AccessControlEntry,
+        AclOperation,
+        AclPermissionType,
+        ResourcePattern,
+        ResourceType,
+    )
+    from epochlog.zk.acls import update_pattern
+
+    cluster, _broker_principal = strict
+    bootstrap = cluster.bootstrap_servers  # PLAINTEXT: User:ANONYMOUS
+    ck_admin = AdminClient({"bootstrap.servers": bootstrap})
+    # Nothing allowed yet: no topic can be created, no ACL either.
+    refused = ck_admin.create_topics([NewTopic("strict-t", 1, 3)])["strict-t"]
+    with pytest.raises(ck.KafkaException) as topic_refused:
+        refused.result(30)
+    assert topic_refused.value.args[0].code() in (
+        ck.KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        ck.KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    )
+    grant = AclBinding(ResourceType.TOPIC, "strict-t", ResourcePatternType.LITERAL, ANON, "*",
+                       AclOperation.ALL, AclPermissionType.ALLOW)  # fmt: skip
+    with pytest.raises(ck.KafkaException) as acl_refused:
+        ck_admin.create_acls([grant])[grant].result(15)
+    assert acl_refused.value.args[0].code() == ck.KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    # The first ACLs go straight to ZooKeeper, as kafka-acls --authorizer-properties
+    # zookeeper.connect=... writes them.
+    zk = connect(cluster.zk_connect, session_timeout_ms=6000)
+    try:
+        admin_ops = {
+            AccessControlEntry(ANON, "*", op, AclPermissionType.ALLOW)
+            for op in (AclOperation.ALTER, AclOperation.DESCRIBE, AclOperation.CREATE)
+        }
+        update_pattern(
+            zk,
+            ResourcePattern(ResourceType.CLUSTER, CLUSTER_NAME),
+            lambda current: current | admin_ops,
+        )
+    finally:
+        close_client(zk)
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+
+        def bootstrapped() -> bool:
+            try:
+                return len(admin.describe_acls()) == 3
+            except KafkaError:  # CLUSTER_AUTHORIZATION_FAILED until the change arrives
+                return False
+
+        wait_until(bootstrapped, "the bootstrap ACLs")
+        admin.create_acls(
+            [
+                anonymous("Topic", "strict-t", "Write", "Allow"),
+                anonymous("Topic", "strict-t", "Read", "Allow"),
+            ]
+        )
+        admin.create_topic("strict-t", 1, 3)
+        # Replication between brokers (User:CN=broker,O=epochlog, a super user) works
+        wait_until(
+            lambda: len(admin.describe_topics(["strict-t"])["strict-t"].partitions[0].isr) == 3,
+            "all three replicas in the ISR",
+        )
+        admin.create_topic("other-t", 1, 3)  # Create on the Cluster: allowed
+    producer = ck.Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for i in range(20):
+        producer.produce("strict-t", f"v{i}".encode())
+    assert producer.flush(30) == 0
+    failures: list[int] = []
+    producer.produce("other-t", b"x", on_delivery=lambda err, _m: failures.append(err.code()))
+    producer.flush(30)
+    assert failures == [ck.KafkaError.TOPIC_AUTHORIZATION_FAILED]
+    consumer = ck.Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "strict-g", "enable.auto.commit": False}
+    )
+    consumer.assign([ck.TopicPartition("strict-t", 0, 0)])
+    values = []
+    while len(values) < 20:
+        msg = consumer.poll(10)
+        assert msg is not None and msg.error() is None, msg and msg.error()
+        values.append(msg.value())
+    consumer.close()
+    assert values[-1] == b"v19"
+    # Metadata for all topics lists only what ANONYMOUS may describe
+    assert set(ck_admin.list_topics(timeout=10).topics) == {"strict-t"}
