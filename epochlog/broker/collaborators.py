@@ -34,7 +34,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from epochlog.config.dynamic import BrokerLayers
 from epochlog.protocol.errors import ErrorCode
-from epochlog.protocol.messages.pin_controller import PinStatus
+from epochlog.protocol.messages.pin_controller import ControllerEventRecord, PinStatus
 from epochlog.security.acls import AclBinding, AclBindingFilter
 
 log = logging.getLogger(__name__)
@@ -99,6 +99,10 @@ class ControllerGateway(Protocol):
     async def alter_partition_reassignments(self, request: Any, version: int) -> Any: ...
 
     async def list_partition_reassignments(self, request: Any, version: int) -> Any: ...
+
+    def recent_events(self) -> list[ControllerEventRecord] | None:
+        """The active controller's recent events, oldest first; None when not the controller."""
+        ...
 
 
 @runtime_checkable
@@ -239,6 +243,9 @@ class NoController:
 
     async def list_partition_reassignments(self, request: Any, version: int) -> Any:
         raise RuntimeError("not the controller")
+
+    def recent_events(self) -> list[ControllerEventRecord] | None:
+        return None
 
 
 class LocalProducerIdSource:

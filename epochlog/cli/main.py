@@ -18,6 +18,7 @@ from epochlog.cli import (
     acls_cmd,
     chaos_cmd,
     configs_cmd,
+    console_cmd,
     controller_cmd,
     groups_cmd,
     log_dirs_cmd,
@@ -127,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     reassign_cmd.add_parser(sub, _add_bootstrap)
     transactions_cmd.add_parser(sub, _add_bootstrap)
     chaos_cmd.add_parser(sub)
+    console_cmd.add_parser(sub, _add_bootstrap)
 
     demo = sub.add_parser("demo", help="run the demo and print a summary")
     demo.add_argument("--storage", action="store_true", help="the storage crash-recovery demo")
@@ -170,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
             return transactions_cmd.run(args, console)
         if args.command == "chaos":
             return chaos_cmd.run(args, console)
+        if args.command == "console":
+            return console_cmd.run(args, console)
         return commands.run(args, console)
     except commands.CommandError as exc:
         Console(stderr=True).print(f"[bold red]error:[/] {exc}")

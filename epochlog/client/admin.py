@@ -8,7 +8,9 @@ the caller. Listing and describing topics read a fresh Metadata response. `descr
 sends DescribeCluster to the least loaded broker and falls back to Metadata for brokers that do
 not serve it (as librdkafka and kafka-python do). `pin_controller`, `unpin_controller` and
 `describe_controller_pin` send epochlog's PinController (KIP-39) to any broker and return the
-`PinStatus` it reports after the change. Consumer groups and their offsets (list, describe,
+`PinStatus` it reports after the change; `describe_controller_events` sends a DESCRIBE asking
+for the recent events to the controller (retried after a metadata refresh while the broker
+asked is not the controller). Consumer groups and their offsets (list, describe,
 delete; list, alter, delete offsets) and ListOffsets are in `admin_groups`;
 describe_configs, alter_configs and incremental_alter_configs in `admin_configs`; log dirs,
 producers and paginated topic descriptions in `admin_log_dirs`; create_partitions,
@@ -44,7 +46,11 @@ from epochlog.client.network import NetworkClient
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import ApiKey
 from epochlog.protocol.errors import ErrorCode
-from epochlog.protocol.messages.pin_controller import PinOperation, PinStatus
+from epochlog.protocol.messages.pin_controller import (
+    ControllerEventRecord,
+    PinOperation,
+    PinStatus,
+)
 
 _ZERO_UUID = uuid.UUID(int=0)
 
@@ -73,6 +79,14 @@ class ClusterDescription:
     cluster_id: str | None
     controller_id: int
     brokers: list[BrokerNode]
+
+
+@dataclass(frozen=True)
+class ControllerEvents:
+    """The controller's recent events (oldest first), as the controller `broker_id` kept them."""
+
+    broker_id: int
+    events: list[ControllerEventRecord]
 
 
 class AsyncAdmin(
@@ -302,6 +316,49 @@ class AsyncAdmin(
         return await self._pin_request(
             m.PinControllerRequest(operation=PinOperation.DESCRIBE), timeout
         )
+
+    async def describe_controller_events(
+        self, *, timeout: float | None = None
+    ) -> ControllerEvents:
+        """The active controller's recent events: PinController DESCRIBE with
+        IncludeRecentEvents, sent to the controller the metadata names."""
+        await self.start()
+        timeout_ms = self._timeout_ms(timeout)
+        deadline = self._net.now_ms() + timeout_ms
+        request = m.PinControllerRequest(
+            operation=PinOperation.DESCRIBE, include_recent_events=True
+        )
+        last = "no answer"
+        while True:
+            remaining = deadline - self._net.now_ms()
+            if remaining <= 0:
+                raise KafkaError(
+                    ErrorCode.REQUEST_TIMED_OUT, "PinController (controller events)", last
+                )
+            try:
+                conn = await self._controller_connection(remaining, "PinController")
+                response = await conn.send(request, api_key=ApiKey.PIN_CONTROLLER)
+            except (ClientError, KafkaError) as exc:
+                if isinstance(exc, KafkaError) and exc.code is not ErrorCode.NOT_CONTROLLER:
+                    raise
+                last = str(exc)
+            else:
+                code = ErrorCode.of(response.error_code)
+                if code is not ErrorCode.NONE:
+                    raise KafkaError(code, "PinController", response.error_message)
+                if response.recent_events_broker_id >= 0:
+                    return ControllerEvents(
+                        response.recent_events_broker_id,
+                        [
+                            ControllerEventRecord(
+                                e.name, e.detail, e.started_ms, e.duration_us, e.error
+                            )
+                            for e in response.recent_events
+                        ],
+                    )
+                last = f"broker {conn.node_id} is not the controller"
+            self._net.request_update()
+            await asyncio.sleep(min(self._retry_backoff_ms, max(remaining, 0)) / 1000)
 
     async def _pin_request(self, request: Any, timeout: float | None) -> PinStatus:
         await self.start()

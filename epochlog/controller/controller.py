@@ -56,6 +56,7 @@ from epochlog.controller.decisions import (
 from epochlog.controller.event_metrics import STATE_METRICS
 from epochlog.controller.partition_requests import PartitionRequests
 from epochlog.controller.reassignment_events import ReassignmentEvents
+from epochlog.controller.recent_events import RecentEvents
 from epochlog.controller.requests import ControllerRequests
 from epochlog.controller.storage_events import StorageEvents
 from epochlog.faults import FaultInjector
@@ -132,6 +133,7 @@ class Controller(ControllerRequests, StorageEvents, PartitionRequests, Reassignm
             tuple[ev.ControllerEvent, asyncio.Future[Any] | None, float]
         ] = asyncio.Queue()
         self._handlers = self._handler_table()
+        self.recent_events = RecentEvents()  # served to operators (PinController DESCRIBE)
         self._watches: list[WatchHandle] = []
         self._timers: list[asyncio.Task[None]] = []
         self._task: asyncio.Task[None] | None = None
@@ -271,6 +273,21 @@ class Controller(ControllerRequests, StorageEvents, PartitionRequests, Reassignm
         return future
 
     async def _handle(self, event: ev.ControllerEvent, future: asyncio.Future[Any] | None) -> None:
+        self.recent_events.begin(event, int(time.time() * 1000))
+        started = time.perf_counter()
+        error: str | None = "stopped"  # what a cancellation leaves
+        try:
+            await self._handle_event(event, future)
+            error = None
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            self.recent_events.end(int((time.perf_counter() - started) * 1e6), error)
+
+    async def _handle_event(
+        self, event: ev.ControllerEvent, future: asyncio.Future[Any] | None
+    ) -> None:
         handler = self._handlers[type(event)]
         if future is None:
             await handler(event)
@@ -472,6 +489,9 @@ class Controller(ControllerRequests, StorageEvents, PartitionRequests, Reassignm
                 sorted(set().union(*bounced.values())),
             )
         plan = on_controller_failover(self.ctx, self._unclean, bounced)
+        self.recent_events.note(
+            f"{len(self.ctx.states)} partitions, live brokers {sorted(self.ctx.live_brokers)}"
+        )
         planned = time.monotonic()
         await self._execute(plan)
         log.info(
@@ -497,6 +517,10 @@ class Controller(ControllerRequests, StorageEvents, PartitionRequests, Reassignm
             return
         log.info(
             "broker change: new %s, dead %s, bounced %s", change.new, change.dead, change.bounced
+        )
+        self.recent_events.note(
+            f"new {sorted(change.new)}, dead {sorted(change.dead)}, "
+            f"bounced {sorted(change.bounced)}"
         )
         for broker_id in [*change.new, *change.dead, *change.bounced]:
             self.clear_offline(broker_id)
@@ -529,6 +553,8 @@ class Controller(ControllerRequests, StorageEvents, PartitionRequests, Reassignm
         topics = await asyncio.to_thread(zkc.list_topics, self.zk)
         added = sorted(set(topics) - set(self.ctx.topic_ids))
         removed = sorted(set(self.ctx.topic_ids) - set(topics))
+        if added or removed:
+            self.recent_events.note(f"added {added}, removed {removed}")
         for topic in removed:
             self.ctx.remove_topic(topic)
         if not added:

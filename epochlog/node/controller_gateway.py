@@ -32,7 +32,7 @@ from epochlog.controller.elector import ControllerElector
 from epochlog.controller.partition_admin import ElectionType
 from epochlog.protocol import messages as m
 from epochlog.protocol.errors import ErrorCode
-from epochlog.protocol.messages.pin_controller import PinStatus
+from epochlog.protocol.messages.pin_controller import ControllerEventRecord, PinStatus
 from epochlog.zk import controller_zk as zkc
 from epochlog.zk import pinning
 from epochlog.zk.session import run_blocking
@@ -115,6 +115,10 @@ class ControllerGateway:
 
     async def list_partition_reassignments(self, request: Any, version: int) -> Any:
         return await self._ask(lambda c: c.list_partition_reassignments(request, version))
+
+    def recent_events(self) -> list[ControllerEventRecord] | None:
+        controller = self.elector.active_controller
+        return None if controller is None else controller.recent_events.records()
 
 
 class ZkControllerPins:

@@ -62,6 +62,8 @@ ALLOWED: dict[str, set[str]] = {
     "client": {"protocol", "aio"},
     "spark": {"client", "protocol", "aio"},
     "proxy": {"client", "protocol", "aio"},
+    # the web console reads through the client (admin API); never broker or controller code
+    "console": {"client", "protocol", "aio", "config"},
     # production code never imports testing/
     # (controller: its pure replica assignment, for `reassign --generate`)
     "cli": {
@@ -72,6 +74,7 @@ ALLOWED: dict[str, set[str]] = {
         "zk",
         "protocol",
         "proxy",
+        "console",
         "spark",
         "security",
         "storage",

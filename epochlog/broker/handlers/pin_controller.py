@@ -5,7 +5,8 @@ operations' fields, names no broker, or has an unknown operation gets INVALID_RE
 message saying what was wrong, and changes nothing. A valid one goes to the broker's
 `ControllerPins` collaborator (ZooKeeper-backed: it writes or deletes `/admin/next_controller`;
 the brokers' electors do the rest). Every answer describes the controller and the pin as they
-stand after the request, refusals included.
+stand after the request, refusals included. A DESCRIBE with IncludeRecentEvents answered by the
+active controller also carries its recent events (`RecentEventsBrokerId` = this broker).
 """
 
 from __future__ import annotations
@@ -18,7 +19,11 @@ from epochlog.broker.handlers.context import BrokerServices, ConnectionInfo
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import Request
 from epochlog.protocol.errors import ErrorCode
-from epochlog.protocol.messages.pin_controller import PinOperation, PinStatus
+from epochlog.protocol.messages.pin_controller import (
+    ControllerEventRecord,
+    PinOperation,
+    PinStatus,
+)
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +89,34 @@ async def handle_pin_controller(
             status = await pins.unpin()
         else:
             status = await pins.describe()
+            if body.include_recent_events:
+                return _with_recent_events(
+                    _response(status, ErrorCode.NONE, None),
+                    services.broker_id,
+                    services.controller.recent_events(),
+                )
     except CollaboratorError as exc:
         log.info("PinController from %s refused: %s", connection.peer, exc)
         return _response(await pins.describe(), exc.error_code, str(exc))
     return _response(status, ErrorCode.NONE, None)
+
+
+def _with_recent_events(
+    response: Any, broker_id: int, records: list[ControllerEventRecord] | None
+) -> Any:
+    """The controller's events on a DESCRIBE answer; a broker that is not the controller says so
+    with RecentEventsBrokerId -1 and no events."""
+    if records is None:
+        return response
+    response.recent_events_broker_id = broker_id
+    response.recent_events = [
+        m.PinControllerResponse.ControllerEvent(
+            name=r.name,
+            detail=r.detail,
+            started_ms=r.started_ms,
+            duration_us=r.duration_us,
+            error=r.error,
+        )
+        for r in records
+    ]
+    return response

@@ -13,6 +13,11 @@ ignores the extra line in ApiVersions. One request does one of three things (`Op
 Any broker answers it. A request that breaks these rules gets INVALID_REQUEST and changes
 nothing. The response always describes the state after the request: the controller, the pinned
 broker, the broker holding the ready-to-serve node, and `PinState`.
+
+A DESCRIBE with the tagged `IncludeRecentEvents` also asks for the controller's recent events
+(the last events its queue handled, newest last: `ControllerEventRecord`); only the active
+controller has them, and says so with `RecentEventsBrokerId` (its id; -1 from any other broker,
+whose answer holds no events). The web console reads them this way (issue 22).
 """
 
 from __future__ import annotations
@@ -77,6 +82,18 @@ class PinStatus:
         return text + ")"
 
 
+@dataclass(frozen=True)
+class ControllerEventRecord:
+    """One event the controller's queue handled: its type, what it carried or found, when it
+    started (wall clock, ms), how long its handler ran, and the error it ended with (None: ok)."""
+
+    name: str
+    detail: str
+    started_ms: int
+    duration_us: int
+    error: str | None = None
+
+
 REQUEST = message(
     "PinControllerRequest",
     api_key=API_KEY,
@@ -87,6 +104,7 @@ REQUEST = message(
         F("BrokerId", "int32", "0+", default=-1, about="the broker to pin; -1 with Auto"),
         F("Auto", "bool", "0+", about="pin the live broker leading the fewest partitions"),
         F("AllowAbsent", "bool", "0+", about="accept a broker id that is not registered"),
+        F("IncludeRecentEvents", "bool", "0+", tag=0, default=False, ignorable=True),
     ],
 )
 
@@ -104,5 +122,20 @@ RESPONSE = message(
         F("ReadyBrokerId", "int32", "0+", default=-1, about="holder of the ready-to-serve node"),
         F("PinnedBrokerRegistered", "bool", "0+"),
         F("PinState", "int8", "0+", about="0 none, 1 in force, 2 pending"),
+        F("RecentEventsBrokerId", "int32", "0+", tag=0, default=-1, ignorable=True),
+        F(
+            "RecentEvents",
+            "[]ControllerEvent",
+            "0+",
+            [
+                F("Name", "string", "0+"),
+                F("Detail", "string", "0+"),
+                F("StartedMs", "int64", "0+"),
+                F("DurationUs", "int64", "0+"),
+                F("Error", "string", "0+", nullable="0+", default=None),
+            ],
+            tag=1,
+            ignorable=True,
+        ),
     ],
 )
