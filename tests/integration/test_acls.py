@@ -596,6 +596,7 @@ def test_brokers_on_their_certificate_principal_clients_only_what_acls_allow(str
             [
                 anonymous("Topic", "strict-t", "Write", "Allow"),
                 anonymous("Topic", "strict-t", "Read", "Allow"),
+                anonymous("Group", "strict-g", "Read", "Allow"),  # the consumer's group
             ]
         )
         admin.create_topic("strict-t", 1, 3)
