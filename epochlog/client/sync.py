@@ -301,6 +301,16 @@ class Admin:
 
     def delete_acls(self, filters: Any) -> Any:
         return self._thread.run(self._admin.delete_acls(filters))
+    def describe_user_scram_credentials(self, users: Any = None) -> Any:
+        return self._thread.run(self._admin.describe_user_scram_credentials(users))
+
+    def upsert_scram_credential(
+        self, user: str, mechanism: str, password: str, iterations: int = 4096
+    ) -> None:
+        self._thread.run(self._admin.upsert_scram_credential(user, mechanism, password, iterations))
+
+    def delete_scram_credential(self, user: str, mechanism: str) -> None:
+        self._thread.run(self._admin.delete_scram_credential(user, mechanism))
 
     def create_topic(
         self,

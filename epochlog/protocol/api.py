@@ -86,6 +86,10 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_ACLS = 29  # ACLs (issue 21)
     CREATE_ACLS = 30
     DELETE_ACLS = 31
+    SASL_HANDSHAKE = 17  # SASL (issue 21)
+    SASL_AUTHENTICATE = 36
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
     PIN_CONTROLLER = m.pin_controller.API_KEY  # KIP-39, a vendor key Kafka does not use
 
 
@@ -193,6 +197,18 @@ APIS: dict[int, Api] = {
         _api(ApiKey.DESCRIBE_ACLS, m.DescribeAclsRequest, m.DescribeAclsResponse),
         _api(ApiKey.CREATE_ACLS, m.CreateAclsRequest, m.CreateAclsResponse),
         _api(ApiKey.DELETE_ACLS, m.DeleteAclsRequest, m.DeleteAclsResponse),
+        _api(ApiKey.SASL_HANDSHAKE, m.SaslHandshakeRequest, m.SaslHandshakeResponse),
+        _api(ApiKey.SASL_AUTHENTICATE, m.SaslAuthenticateRequest, m.SaslAuthenticateResponse),
+        _api(
+            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+            m.DescribeUserScramCredentialsRequest,
+            m.DescribeUserScramCredentialsResponse,
+        ),
+        _api(
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+            m.AlterUserScramCredentialsRequest,
+            m.AlterUserScramCredentialsResponse,
+        ),
         # AddPartitionsToTxn v5 is KIP-890 part 2 (transaction.version 2, partitions added by
         # the produce itself): not served, so clients keep adding them explicitly.
         _api(

@@ -10,7 +10,8 @@ AlterReplicaLogDirs), `producers` (DescribeProducers), `topic_partitions`
 (DescribeTopicPartitions), `partition_admin` (CreatePartitions, ElectLeaders, DeleteRecords),
 `reassignments` (KIP-455's two APIs, for the controller), `client_quotas`
 (DescribeClientQuotas, AlterClientQuotas), `txn_markers` (WriteTxnMarkers), `transactions`
-(the transaction coordinator's APIs), `acls` (CreateAcls, DescribeAcls, DeleteAcls).
+(the transaction coordinator's APIs), `user_scram` (KIP-554's two APIs; SaslHandshake and
+SaslAuthenticate where no SASL gate took them), `acls` (CreateAcls, DescribeAcls, DeleteAcls).
 `errors` builds every API's error response.
 """
 
@@ -76,6 +77,12 @@ from epochlog.broker.handlers.reassignments import (
 from epochlog.broker.handlers.topic_partitions import handle_describe_topic_partitions
 from epochlog.broker.handlers.transactions import handle_transaction_request
 from epochlog.broker.handlers.txn_markers import handle_write_txn_markers
+from epochlog.broker.handlers.user_scram import (
+    handle_alter_user_scram_credentials,
+    handle_describe_user_scram_credentials,
+    handle_sasl_authenticate,
+    handle_sasl_handshake,
+)
 from epochlog.protocol.api import APIS, ApiKey
 
 HANDLERS: dict[int, Handler] = {
@@ -116,6 +123,10 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_ACLS: handle_describe_acls,
     ApiKey.CREATE_ACLS: handle_create_acls,
     ApiKey.DELETE_ACLS: handle_delete_acls,
+    ApiKey.SASL_HANDSHAKE: handle_sasl_handshake,  # reached only without SASL (see sasl_gate)
+    ApiKey.SASL_AUTHENTICATE: handle_sasl_authenticate,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: handle_describe_user_scram_credentials,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: handle_alter_user_scram_credentials,
     **{
         key: handle_transaction_request
         for key in (

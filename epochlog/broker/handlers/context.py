@@ -33,8 +33,10 @@ from epochlog.broker.fetch_session import FetchSessionCache
 from epochlog.broker.metadata_cache import BrokerEndpoint, MetadataCache
 from epochlog.broker.replica_manager import ReplicaManager
 from epochlog.config.broker import BrokerConfig
+from epochlog.config.sasl import ListenerSasl
 from epochlog.protocol.api import Request
 from epochlog.security.principal import ANONYMOUS, KafkaPrincipal
+from epochlog.security.scram_credentials import ScramCredentialCache
 from epochlog.storage import LogManager
 
 if TYPE_CHECKING:
@@ -95,6 +97,10 @@ class BrokerServices:
     # ACL APIs answer SECURITY_DISABLED.
     authorization: RequestAuthorization | None = None
     acl_admin: AclAdmin | None = None
+    # SASL (issue 21): the settings of each SASL listener, and the SCRAM credentials that
+    # ZooKeeper holds (fed by config changes).
+    sasl_listeners: dict[str, ListenerSasl] = field(default_factory=dict)
+    scram_credentials: ScramCredentialCache = field(default_factory=ScramCredentialCache)
 
     @property
     def kip380_enabled(self) -> bool:
