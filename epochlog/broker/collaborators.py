@@ -35,6 +35,7 @@ from typing import Any, Protocol, runtime_checkable
 from epochlog.config.dynamic import BrokerLayers
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.messages.pin_controller import ControllerEventRecord, PinStatus
+from epochlog.security.acls import AclBinding, AclBindingFilter
 
 log = logging.getLogger(__name__)
 
@@ -299,3 +300,18 @@ class CollaboratorError(Exception):
     def __init__(self, error_code: ErrorCode, message: str = "") -> None:
         super().__init__(message or error_code.name)
         self.error_code = error_code
+
+
+class AclAdmin(Protocol):
+    """Where ACLs live (ZooKeeper's /kafka-acl*): what Create/Describe/DeleteAcls change and
+    read. A change is announced to every broker, whose authorizer follows it."""
+
+    def describe(self, binding_filter: AclBindingFilter) -> list[AclBinding]: ...
+
+    async def create(self, bindings: list[AclBinding]) -> None:
+        """Add them (already validated); raises on a ZooKeeper failure."""
+        ...
+
+    async def delete(self, filters: list[AclBindingFilter]) -> list[list[AclBinding]]:
+        """Remove every binding each filter matches; returns what each filter removed."""
+        ...

@@ -38,6 +38,11 @@ Bad input closes only the connection it came on:
 Responses are encoded with holes where a body carries log data as file slices (a Fetch's
 records), and those are written by `transmit` (sendfile); any other answer is queued as bytes.
 
+Authorization (ACLs): with an authorizer configured, every request goes through
+`services.authorization.begin` (`broker.authorization`), which runs the handler on the request
+as it is, on a copy holding only the permitted topics (merging the denied ones into its
+answer), or answers it refused; without one, the handler is called directly.
+
 TLS (a listener whose protocol is SSL or SASL_SSL; settings in `security.tls`): the connection
 is plain TCP and the TLS layer is ours, sans-I/O (`tls_transport.TlsSession`): ciphertext
 arrives in `buffer_updated`, the handshake advances with it, and plaintext is read from the
@@ -573,7 +578,13 @@ class Connection(asyncio.BufferedProtocol):
         handling: Awaitable[Any]
         handler_started = time.perf_counter() if timed else 0.0
         try:
-            handling = HANDLERS[api_key](self.server.services, request, self.info)
+            services = self.server.services
+            if services.authorization is None:
+                handling = HANDLERS[api_key](services, request, self.info)
+            else:  # ACLs: what the request needs, asked once here for every API
+                handling = services.authorization.begin(
+                    HANDLERS[api_key], services, request, self.info
+                )
         except Exception as failure:  # answered UNKNOWN_SERVER_ERROR by _answer, in order
             failed: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
             failed.set_exception(failure)

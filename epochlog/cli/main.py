@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.logging import RichHandler
 
 from epochlog.cli import (
+    acls_cmd,
     chaos_cmd,
     configs_cmd,
     console_cmd,
@@ -123,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     controller_cmd.add_parser(sub, _add_bootstrap)
     groups_cmd.add_parser(sub, _add_bootstrap)
     configs_cmd.add_parser(sub, _add_bootstrap)
+    acls_cmd.add_parser(sub, _add_bootstrap)
     log_dirs_cmd.add_parser(sub, _add_bootstrap)
     reassign_cmd.add_parser(sub, _add_bootstrap)
     transactions_cmd.add_parser(sub, _add_bootstrap)
@@ -162,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
             return groups_cmd.run(args, console)
         if args.command == "configs":
             return configs_cmd.run(args, console)
+        if args.command == "acls":
+            return acls_cmd.run(args, console)
         if args.command == "log-dirs":
             return log_dirs_cmd.run(args, console)
         if args.command == "reassign":

@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from epochlog.client.admin_acls import AclAdminOperations
 from epochlog.client.admin_configs import ConfigAdminOperations
 from epochlog.client.admin_groups import GroupAdminOperations
 from epochlog.client.admin_log_dirs import LogDirAdminOperations
@@ -97,6 +98,7 @@ class AsyncAdmin(
     ReassignmentAdminOperations,
     QuotaAdminOperations,
     TransactionAdminOperations,
+    AclAdminOperations,
     ScramAdminOperations,
 ):
     """An asyncio admin client; see the module docstring."""

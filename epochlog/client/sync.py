@@ -293,6 +293,14 @@ class Admin:
     def alter_client_quotas(self, alterations: Any, **options: Any) -> None:
         self._thread.run(self._admin.alter_client_quotas(alterations, **options))
 
+    def create_acls(self, bindings: Any) -> None:
+        self._thread.run(self._admin.create_acls(bindings))
+
+    def describe_acls(self, binding_filter: Any = None) -> Any:
+        return self._thread.run(self._admin.describe_acls(binding_filter))
+
+    def delete_acls(self, filters: Any) -> Any:
+        return self._thread.run(self._admin.delete_acls(filters))
     def describe_user_scram_credentials(self, users: Any = None) -> Any:
         return self._thread.run(self._admin.describe_user_scram_credentials(users))
 

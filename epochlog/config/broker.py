@@ -57,6 +57,21 @@ def _level_of(codec: Compression) -> Callable[[Any], str | None]:
 
 _NO_DEFAULT = object()
 
+# authorizer.class.name values that turn on the ACL authorizer (Kafka's ZooKeeper-mode classes).
+AUTHORIZER_CLASS_NAMES = (
+    "kafka.security.authorizer.AclAuthorizer",
+    "kafka.security.auth.SimpleAclAuthorizer",
+)
+
+
+def _super_users_problem(value: Any) -> str | None:
+    for part in str(value).split(";"):
+        part = part.strip()
+        if part and (":" not in part or part.startswith(":") or part.endswith(":")):
+            return f"{part!r} is not a principal (Type:name, e.g. User:admin)"
+    return None
+
+
 # Kafka's SecurityProtocol ids, as a broker registration's endpoints carry them.
 SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
@@ -367,6 +382,27 @@ DEFINITIONS: dict[str, Definition] = {
         "and answer from the batch header instead. No request can make the broker decompress or "
         "hold more than this per batch.",
         _at_least(1),
+    ),
+    # ACLs (issue 21): Kafka's AclAuthorizer and its settings
+    "authorizer.class.name": Definition(
+        "string",
+        "",
+        "the authorizer: kafka.security.authorizer.AclAuthorizer (or the older "
+        "kafka.security.auth.SimpleAclAuthorizer) turns ACLs on; empty: no authorization",
+        lambda v: (
+            None
+            if v in ("", *AUTHORIZER_CLASS_NAMES)
+            else f"must be empty (no authorizer) or one of {', '.join(AUTHORIZER_CLASS_NAMES)}"
+        ),
+    ),
+    "super.users": Definition(
+        "string",
+        "",
+        "principals allowed everything, separated by semicolons (User:admin;User:broker)",
+        _super_users_problem,
+    ),
+    "allow.everyone.if.no.acl.found": Definition(
+        "bool", False, "a resource without any ACL is open to everyone (default: to nobody)"
     ),
 }
 

@@ -37,6 +37,7 @@ from epochlog.client.errors import ConnectionFailedError, RequestTimedOutError
 from epochlog.config.broker import BrokerConfig, ConfigError
 from epochlog.controller.assignment import AssignmentError, assign_replicas
 from epochlog.controller.elector import ControllerElector
+from epochlog.node.acls import ZkAcls, authorizer_enabled
 from epochlog.node.controller_gateway import (
     ControllerGateway,
     ControllerLocator,
@@ -196,6 +197,9 @@ class BrokerProcess:
         attach_group_coordinator(broker, groups)
         transactions = ZkTransactionCoordinator(zk, self.config, broker, producer_ids)
         attach_transaction_coordinator(broker, transactions)
+        acls = ZkAcls(zk, self.config) if authorizer_enabled(self.config) else None
+        if acls is not None:  # before the listeners open: no request goes unchecked
+            await acls.start(broker)
         metrics = BrokerMetrics(self.config)
         metrics.attach(broker, elector, groups.runtime)
         await broker.start()
@@ -222,6 +226,8 @@ class BrokerProcess:
         finally:
             await metrics.stop()
             dynamic_configs.stop()
+            if acls is not None:
+                acls.stop()
             await elector.stop()
             await groups.runtime.close()
             await transactions.close()

@@ -83,6 +83,9 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_TOPIC_PARTITIONS = 75
     DESCRIBE_CLIENT_QUOTAS = 48  # client quotas
     ALTER_CLIENT_QUOTAS = 49
+    DESCRIBE_ACLS = 29  # ACLs (issue 21)
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     SASL_HANDSHAKE = 17  # SASL (issue 21)
     SASL_AUTHENTICATE = 36
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
@@ -191,6 +194,9 @@ APIS: dict[int, Api] = {
             m.DescribeClientQuotasResponse,
         ),
         _api(ApiKey.ALTER_CLIENT_QUOTAS, m.AlterClientQuotasRequest, m.AlterClientQuotasResponse),
+        _api(ApiKey.DESCRIBE_ACLS, m.DescribeAclsRequest, m.DescribeAclsResponse),
+        _api(ApiKey.CREATE_ACLS, m.CreateAclsRequest, m.CreateAclsResponse),
+        _api(ApiKey.DELETE_ACLS, m.DeleteAclsRequest, m.DeleteAclsResponse),
         _api(ApiKey.SASL_HANDSHAKE, m.SaslHandshakeRequest, m.SaslHandshakeResponse),
         _api(ApiKey.SASL_AUTHENTICATE, m.SaslAuthenticateRequest, m.SaslAuthenticateResponse),
         _api(

@@ -11,12 +11,17 @@ AlterReplicaLogDirs), `producers` (DescribeProducers), `topic_partitions`
 `reassignments` (KIP-455's two APIs, for the controller), `client_quotas`
 (DescribeClientQuotas, AlterClientQuotas), `txn_markers` (WriteTxnMarkers), `transactions`
 (the transaction coordinator's APIs), `user_scram` (KIP-554's two APIs; SaslHandshake and
-SaslAuthenticate where no SASL gate took them).
+SaslAuthenticate where no SASL gate took them), `acls` (CreateAcls, DescribeAcls, DeleteAcls).
 `errors` builds every API's error response.
 """
 
 from __future__ import annotations
 
+from epochlog.broker.handlers.acls import (
+    handle_create_acls,
+    handle_delete_acls,
+    handle_describe_acls,
+)
 from epochlog.broker.handlers.admin import (
     handle_alter_partition,
     handle_controlled_shutdown,
@@ -115,6 +120,9 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: handle_describe_client_quotas,
     ApiKey.ALTER_CLIENT_QUOTAS: handle_alter_client_quotas,
+    ApiKey.DESCRIBE_ACLS: handle_describe_acls,
+    ApiKey.CREATE_ACLS: handle_create_acls,
+    ApiKey.DELETE_ACLS: handle_delete_acls,
     ApiKey.SASL_HANDSHAKE: handle_sasl_handshake,  # reached only without SASL (see sasl_gate)
     ApiKey.SASL_AUTHENTICATE: handle_sasl_authenticate,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: handle_describe_user_scram_credentials,

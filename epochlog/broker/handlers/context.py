@@ -14,10 +14,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from epochlog.broker.client_quotas import ClientQuotas
 from epochlog.broker.collaborators import (
+    AclAdmin,
     BrokerEpochHolder,
     ControllerGateway,
     ControllerPins,
@@ -37,6 +38,9 @@ from epochlog.protocol.api import Request
 from epochlog.security.principal import ANONYMOUS, KafkaPrincipal
 from epochlog.security.scram_credentials import ScramCredentialCache
 from epochlog.storage import LogManager
+
+if TYPE_CHECKING:
+    from epochlog.broker.authorization import RequestAuthorization
 
 
 class CloseConnection(Exception):
@@ -89,6 +93,10 @@ class BrokerServices:
     locate_controller: Callable[[], Awaitable[None]] | None = None
     client_quotas: ClientQuotas = field(default_factory=ClientQuotas)  # fed by config changes
     fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)  # KIP-227
+    # ACLs (issue 21): None when `authorizer.class.name` is empty: no check anywhere, and the
+    # ACL APIs answer SECURITY_DISABLED.
+    authorization: RequestAuthorization | None = None
+    acl_admin: AclAdmin | None = None
     # SASL (issue 21): the settings of each SASL listener, and the SCRAM credentials that
     # ZooKeeper holds (fed by config changes).
     sasl_listeners: dict[str, ListenerSasl] = field(default_factory=dict)

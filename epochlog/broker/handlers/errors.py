@@ -537,6 +537,29 @@ def _list_transactions(version: int, body: Any, code: int, message: str | None) 
     )
 
 
+def _describe_acls(version: int, body: Any, code: int, message: str | None) -> Message:
+    return m.DescribeAclsResponse(error_code=code, error_message=message, resources=[])
+
+
+def _create_acls(version: int, body: Any, code: int, message: str | None) -> Message:
+    R = m.CreateAclsResponse
+    creations = body.creations if body is not None else []
+    return R(
+        results=[R.AclCreationResult(error_code=code, error_message=message) for _ in creations]
+    )
+
+
+def _delete_acls(version: int, body: Any, code: int, message: str | None) -> Message:
+    R = m.DeleteAclsResponse
+    filters = body.filters if body is not None else []
+    return R(
+        filter_results=[
+            R.DeleteAclsFilterResult(error_code=code, error_message=message, matching_acls=[])
+            for _ in filters
+        ]
+    )
+
+
 _BUILDERS: dict[ApiKey, Any] = {
     ApiKey.PRODUCE: _produce,
     ApiKey.FETCH: _fetch,
@@ -590,5 +613,8 @@ _BUILDERS: dict[ApiKey, Any] = {
     ApiKey.END_TXN: _top_level(m.EndTxnResponse),
     ApiKey.DESCRIBE_TRANSACTIONS: _describe_transactions,
     ApiKey.LIST_TRANSACTIONS: _list_transactions,
+    ApiKey.DESCRIBE_ACLS: _describe_acls,
+    ApiKey.CREATE_ACLS: _create_acls,
+    ApiKey.DELETE_ACLS: _delete_acls,
 }
 assert set(_BUILDERS) == set(APIS), "every API we serve needs an error response"

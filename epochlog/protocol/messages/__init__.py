@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from epochlog.protocol.codec import message_class
 from epochlog.protocol.messages import (
+    acls,
     alter_partition,
     alter_replica_log_dirs,
     api_versions,
@@ -151,6 +152,12 @@ DescribeClientQuotasRequest = message_class(client_quotas.DESCRIBE_REQUEST)
 DescribeClientQuotasResponse = message_class(client_quotas.DESCRIBE_RESPONSE)
 AlterClientQuotasRequest = message_class(client_quotas.ALTER_REQUEST)
 AlterClientQuotasResponse = message_class(client_quotas.ALTER_RESPONSE)
+DescribeAclsRequest = message_class(acls.DESCRIBE_REQUEST)
+DescribeAclsResponse = message_class(acls.DESCRIBE_RESPONSE)
+CreateAclsRequest = message_class(acls.CREATE_REQUEST)
+CreateAclsResponse = message_class(acls.CREATE_RESPONSE)
+DeleteAclsRequest = message_class(acls.DELETE_REQUEST)
+DeleteAclsResponse = message_class(acls.DELETE_RESPONSE)
 
 # __consumer_offsets record keys and values (Kafka's "data" schemas, no API key).
 OffsetCommitKey = message_class(group_records.OFFSET_COMMIT_KEY)
