@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import ssl
 import threading
 import time
 from collections import deque
@@ -103,9 +104,15 @@ class _FetchConnection(FramedConnection):
         client_id: str | None,
         request_timeout_ms: int,
         response_bytes: int,
+        ssl_context: ssl.SSLContext | None,
     ) -> None:
         super().__init__(
-            host, port, node_id=node_id, client_id=client_id, request_timeout_ms=request_timeout_ms
+            host,
+            port,
+            node_id=node_id,
+            client_id=client_id,
+            request_timeout_ms=request_timeout_ms,
+            ssl_context=ssl_context,
         )
         self._reader = FrameReader(
             MAX_RESPONSE_BYTES,
@@ -169,6 +176,8 @@ class RangeFetcher:
                 client_id=self.config["client.id"] or None,
                 request_timeout_ms=self.config["request.timeout.ms"],
                 response_bytes=self.config["max.partition.fetch.bytes"] + 1024 * 1024,
+                # the client's TLS (security.protocol SSL), as its other connections
+                ssl_context=self._net.ssl_context,
             )
             try:
                 await wait_for(
