@@ -32,6 +32,7 @@ from epochlog.broker.metadata_cache import MetadataCache
 from epochlog.client.connection import BrokerConnection
 from epochlog.client.errors import ConnectionFailedError, IncompatibleBrokerError
 from epochlog.client.errors import RequestTimedOutError as ClientTimeout
+from epochlog.client.sasl import SaslLogin
 from epochlog.faults import NO_FAULTS, FaultInjector
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import ApiKey
@@ -187,9 +188,11 @@ class AlterPartitionManager:
         listener: str = "PLAINTEXT",
         request_timeout_ms: int = 30000,
         faults: FaultInjector = NO_FAULTS,
+        sasl: SaslLogin | None = None,
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.broker_id = broker_id
+        self.sasl = sasl  # the inter-broker listener's login (SASL listeners)
         self.broker_epoch = broker_epoch
         self.ssl_context = ssl_context  # the inter-broker listener is TLS
         self.metadata_cache = metadata_cache
@@ -299,6 +302,7 @@ class AlterPartitionManager:
             node_id=controller_id,
             client_id=f"broker-{self.broker_id}-alter-partition",
             request_timeout_ms=self.request_timeout_ms,
+            sasl=self.sasl,
             ssl_context=self.ssl_context,
         )
         try:

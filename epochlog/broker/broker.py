@@ -45,7 +45,9 @@ from epochlog.broker.metadata_cache import BrokerEndpoint, MetadataCache
 from epochlog.broker.replica_manager import ReplicaManager
 from epochlog.broker.server import KafkaServer
 from epochlog.broker.transmit import SendMode
+from epochlog.client.sasl import login_of
 from epochlog.config.broker import SECURITY_PROTOCOLS, BrokerConfig
+from epochlog.config.sasl import inter_broker_login, is_sasl, listener_sasl
 from epochlog.faults import FaultInjector
 from epochlog.security.tls import inter_broker_client_context, listener_tls
 from epochlog.storage import LogConfig, LogManager
@@ -139,6 +141,7 @@ class Broker:
             listener=listener,
             request_timeout_ms=config["request.timeout.ms"],
             faults=faults,
+            sasl=login_of(inter_broker_login(config)),
             ssl_context=self.inter_broker_ssl,
         )
         self.fetcher_manager = ReplicaFetcherManager(
@@ -174,6 +177,11 @@ class Broker:
                 window_size_seconds=config["quota.window.size.seconds"],
             ),
             fetch_sessions=FetchSessionCache(config["max.incremental.fetch.session.cache.slots"]),
+            sasl_listeners={
+                e.listener: listener_sasl(config, e.listener)
+                for e in config.listeners
+                if is_sasl(config, e.listener)
+            },
         )
         self.server = KafkaServer(
             self.services,

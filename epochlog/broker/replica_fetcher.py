@@ -68,7 +68,9 @@ from epochlog.client.errors import (
     RequestTimedOutError,
 )
 from epochlog.client.framed_connection import FramedConnection
+from epochlog.client.sasl import login_of
 from epochlog.config.broker import BrokerConfig
+from epochlog.config.sasl import inter_broker_login
 from epochlog.faults import NO_FAULTS, FaultInjector
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import ApiKey
@@ -138,6 +140,7 @@ class ReplicaFetcher:
         self.response_max_bytes: int = config["replica.fetch.response.max.bytes"]
         self.backoff_ms: int = config["replica.fetch.backoff.ms"]
         self.socket_timeout_ms: int = config["replica.socket.timeout.ms"]
+        self.sasl = login_of(inter_broker_login(config))  # the inter-broker listener's login
         self.partitions: dict[TopicPartition, PartitionFetchState] = {}
         self.fetches_sent = 0
         self._changed = asyncio.Event()
@@ -217,6 +220,7 @@ class ReplicaFetcher:
             node_id=self.source_id,
             client_id=f"broker-{self.broker_id}-fetcher-{self.fetcher_id}-{self.source_id}",
             request_timeout_ms=self.socket_timeout_ms,
+            sasl=self.sasl,
             ssl_context=self.ssl_context,
         )
         try:

@@ -73,6 +73,7 @@ from typing import Any, cast
 from epochlog.broker.client_quotas import ANONYMOUS_USER, client_throttles_itself
 from epochlog.broker.handlers import HANDLERS, BrokerServices, CloseConnection, ConnectionInfo
 from epochlog.broker.handlers.errors import error_response
+from epochlog.broker.sasl_gate import GateAnswer, SaslGate
 from epochlog.broker.tls_transport import TlsSession, TlsTransport
 from epochlog.broker.transmit import SendMode, SliceTruncatedError, send_segmented
 from epochlog.metrics.request_stats import RequestStats
@@ -212,6 +213,8 @@ class Connection(asyncio.BufferedProtocol):
         self._throttled_until = 0.0
         self._throttle_paused = False
         self._unmute_timer: asyncio.TimerHandle | None = None
+        # SASL listeners: the connection's gate (None on other listeners; see sasl_gate).
+        self.sasl: SaslGate | None = None
 
     # ---------------------------------------------------------------- asyncio protocol
 
@@ -224,6 +227,9 @@ class Connection(asyncio.BufferedProtocol):
             f"{peer[0]}:{peer[1]}" if peer else "?",
             security_protocol=self.security_protocol,
         )
+        sasl_settings = self.server.services.sasl_listeners.get(self.listener)
+        if sasl_settings is not None:
+            self.sasl = SaslGate(sasl_settings, self.server.services.scram_credentials)
         sock = self.transport.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):
@@ -519,6 +525,10 @@ class Connection(asyncio.BufferedProtocol):
             self.close("internal error")
 
     async def _handle(self, frame: bytes | memoryview) -> None:
+        gate = self.sasl
+        if gate is not None and gate.raw_tokens:
+            await self._raw_sasl_token(gate, frame)
+            return
         timed = self.server.request_stats is not None
         started = time.perf_counter() if timed else 0.0
         try:
@@ -553,6 +563,11 @@ class Connection(asyncio.BufferedProtocol):
                 self.info.peer,
                 request.header.client_id,
             )
+        if gate is not None and gate.intercepting:
+            answer = gate.on_request(request)
+            if answer is not None:
+                await self._answer_gate(request, answer)
+                return
         if len(self._waiting_produces) >= MAX_WAITING_PRODUCES:
             await self._produces_answered.wait()
         handling: Awaitable[Any]
@@ -582,6 +597,34 @@ class Connection(asyncio.BufferedProtocol):
                     handling.close()  # never started: nothing to clean up, no warning
                 raise
         await self._answer(request, handling, request_size, clock)
+
+    async def _answer_gate(self, request: Request, answer: GateAnswer) -> None:
+        """Send the SASL gate's answer after the answers before it; take its principal; close
+        if it says so (a failed authentication: after its answer)."""
+        await self._produces_answered.wait()
+        if answer.principal is not None:
+            self.info = dataclasses.replace(self.info, principal=answer.principal)
+            log.debug("%s authenticated as %s", self.info.peer, answer.principal)
+        if answer.body is not None:
+            frame = encode_response_segments(
+                request.api_key, request.api_version, request.correlation_id, answer.body
+            )
+            self._queue_response(bytes(frame))
+        if answer.close is not None:
+            self.close(answer.close)
+
+    async def _raw_sasl_token(self, gate: SaslGate, frame: bytes | memoryview) -> None:
+        """A bare SASL token (after a v0 SaslHandshake), answered bare."""
+        token = bytes(frame)
+        self._reader.recycle(frame)
+        await self._produces_answered.wait()
+        answer_token, answer = gate.on_raw_token(token)
+        if answer.principal is not None:
+            self.info = dataclasses.replace(self.info, principal=answer.principal)
+        if answer_token is not None:
+            self._queue_response(len(answer_token).to_bytes(4, "big") + answer_token)
+        if answer.close is not None:
+            self.close(answer.close)
 
     def _defer_produce(
         self,

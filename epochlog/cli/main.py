@@ -24,6 +24,7 @@ from epochlog.cli import (
     partitions_cmd,
     reassign_cmd,
     transactions_cmd,
+    users_cmd,
 )
 
 DEFAULT_DIR = ".epochlog"
@@ -125,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     log_dirs_cmd.add_parser(sub, _add_bootstrap)
     reassign_cmd.add_parser(sub, _add_bootstrap)
     transactions_cmd.add_parser(sub, _add_bootstrap)
+    users_cmd.add_parser(sub, _add_bootstrap)
     chaos_cmd.add_parser(sub)
     console_cmd.add_parser(sub, _add_bootstrap)
 
@@ -166,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
             return reassign_cmd.run(args, console)
         if args.command == "transactions":
             return transactions_cmd.run(args, console)
+        if args.command == "users":
+            return users_cmd.run(args, console)
         if args.command == "chaos":
             return chaos_cmd.run(args, console)
         if args.command == "console":

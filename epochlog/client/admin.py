@@ -37,6 +37,7 @@ from epochlog.client.admin_log_dirs import LogDirAdminOperations
 from epochlog.client.admin_partitions import PartitionAdminOperations
 from epochlog.client.admin_quotas import QuotaAdminOperations
 from epochlog.client.admin_reassign import ReassignmentAdminOperations
+from epochlog.client.admin_scram import ScramAdminOperations
 from epochlog.client.admin_transactions import TransactionAdminOperations
 from epochlog.client.config import Role, load_config
 from epochlog.client.errors import ClientError, KafkaError
@@ -96,6 +97,7 @@ class AsyncAdmin(
     ReassignmentAdminOperations,
     QuotaAdminOperations,
     TransactionAdminOperations,
+    ScramAdminOperations,
 ):
     """An asyncio admin client; see the module docstring."""
 

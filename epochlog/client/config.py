@@ -76,13 +76,23 @@ SETTINGS: dict[str, Setting] = {
         Setting("metadata.recovery.rebootstrap.trigger.ms", "int", 300000),
         Setting("retry.backoff.ms", "int", 100),
         Setting("retry.backoff.max.ms", "int", 1000),
-        # ---- security (client/tls.py): librdkafka's keys and Java's PEM keys
+        # ---- security: TLS (client/tls.py) and SASL (client/sasl.py); librdkafka's keys, and
+        # Java's PEM stores and sasl.jaas.config
         Setting(
             "security.protocol",
             "enum",
             "plaintext",
             choices=("plaintext", "ssl", "sasl_plaintext", "sasl_ssl"),
         ),
+        Setting(
+            "sasl.mechanism",
+            "enum",
+            "gssapi",
+            choices=("gssapi", "plain", "scram-sha-256", "scram-sha-512"),
+        ),
+        Setting("sasl.username", "str", ""),
+        Setting("sasl.password", "str", ""),
+        Setting("sasl.jaas.config", "str", ""),
         Setting("ssl.ca.location", "str", ""),
         Setting("ssl.certificate.location", "str", ""),
         Setting("ssl.key.location", "str", ""),
@@ -152,6 +162,9 @@ SETTINGS: dict[str, Setting] = {
 }
 
 
+SECRET_KEYS = frozenset({"sasl.password", "sasl.jaas.config"})  # never printed
+
+
 class ClientConfig(Mapping[str, Any]):
     """A validated, read-only config of one client: every key of its role, defaults filled in.
 
@@ -177,7 +190,8 @@ class ClientConfig(Mapping[str, Any]):
         return len(self._values)
 
     def __repr__(self) -> str:
-        return f"ClientConfig({self.role.value}, {self._values!r})"
+        shown = {k: "[hidden]" if k in SECRET_KEYS and v else v for k, v in self._values.items()}
+        return f"ClientConfig({self.role.value}, {shown!r})"
 
 
 def load_config(role: Role, raw: Mapping[str, Any] | None) -> ClientConfig:

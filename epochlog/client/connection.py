@@ -19,6 +19,9 @@ does not serve it answers UNSUPPORTED_VERSION with a v0-layout body listing its 
 (librdkafka's mock writes that error body with a one-byte array count; that layout is read too.)
 `version_for(api_key)` is then the highest version both sides support.
 
+SASL. Given a `sasl` login, the connection authenticates right after ApiVersions
+(`client.sasl`) and again before the session lifetime the broker gave ends (KIP-368); a failed
+re-authentication closes it.
 With an `ssl_context` the connection is TLS (the peer's host name checked if the context says
 so); a handshake that fails is a `ConnectionFailedError` naming the reason.
 
@@ -42,6 +45,7 @@ from epochlog.client.errors import (
     IncompatibleBrokerError,
     RequestTimedOutError,
 )
+from epochlog.client.sasl import SaslLogin, SaslSessionKeeper
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import APIS, ApiKey, encode_request, response_header_version
 from epochlog.protocol.codec import Message, decode_from
@@ -79,9 +83,12 @@ class BrokerConnection:
         client_id: str | None = None,
         request_timeout_ms: int = 30000,
         on_close: Callable[[BrokerConnection, BaseException | None], None] | None = None,
+        sasl: SaslLogin | None = None,
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.host = host
+        self.sasl = sasl  # authenticate with this after ApiVersions (SASL listeners)
+        self._sasl_session: SaslSessionKeeper | None = None
         self.port = port
         self.ssl_context = ssl_context  # TLS (security.protocol SSL or SASL_SSL) when given
         self.node_id = node_id
@@ -136,6 +143,15 @@ class BrokerConnection:
         )
         try:
             await self._negotiate_api_versions()
+            if self.sasl is not None:
+                self._sasl_session = SaslSessionKeeper(
+                    self.sasl,
+                    self.send,
+                    lambda: self.version_for(ApiKey.SASL_AUTHENTICATE),
+                    self._shutdown,
+                    repr(self),
+                )
+                await self._sasl_session.login()
         except BaseException as exc:
             self._shutdown(exc if isinstance(exc, Exception) else None)
             raise
@@ -154,6 +170,8 @@ class BrokerConnection:
         self._closed = True
         if first:
             self.close_reason = error
+        if self._sasl_session is not None:
+            self._sasl_session.cancel()
         if self._writer is not None:
             if error is None:
                 self._writer.close()  # unsent requests still go out

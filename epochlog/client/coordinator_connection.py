@@ -107,6 +107,7 @@ class CoordinatorConnection:
             node_id=self.node_id,
             client_id=self._net.client_id,
             request_timeout_ms=self._request_timeout_ms,
+            sasl=self._net.sasl,
             ssl_context=self._net.ssl_context,
         )
         try:

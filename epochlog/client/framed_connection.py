@@ -15,7 +15,8 @@ Same contract as `BrokerConnection` for what those readers use (`connect`, `send
 broker serves), a request unanswered within its timeout closes the connection
 (`RequestTimedOutError`), a closed connection fails every pending request with
 `ConnectionFailedError`, a response that does not decode fails its request with
-`ConnectionFailedError`.
+`ConnectionFailedError`; a `sasl` login authenticates after ApiVersions and again before
+the session ends (`client.sasl`).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from epochlog.client.errors import (
     ConnectionFailedError,
     RequestTimedOutError,
 )
+from epochlog.client.sasl import SaslLogin, SaslSessionKeeper
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import ApiKey, encode_request
 from epochlog.protocol.codec import Message
@@ -64,9 +66,12 @@ class FramedConnection(asyncio.BufferedProtocol):
         node_id: int | None = None,
         client_id: str | None = None,
         request_timeout_ms: int = 30000,
+        sasl: SaslLogin | None = None,
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.host = host
+        self.sasl = sasl  # authenticate with this after ApiVersions (SASL listeners)
+        self._sasl_session: SaslSessionKeeper | None = None
         self.port = port
         self.ssl_context = ssl_context  # TLS when given
         self.node_id = node_id
@@ -106,6 +111,15 @@ class FramedConnection(asyncio.BufferedProtocol):
             ) from exc
         try:
             await self._negotiate_api_versions()
+            if self.sasl is not None:
+                self._sasl_session = SaslSessionKeeper(
+                    self.sasl,
+                    self.send,
+                    lambda: self.version_for(ApiKey.SASL_AUTHENTICATE),
+                    self._shutdown,
+                    repr(self),
+                )
+                await self._sasl_session.login()
         except BaseException as exc:
             self._shutdown(exc if isinstance(exc, Exception) else None)
             raise
@@ -119,6 +133,8 @@ class FramedConnection(asyncio.BufferedProtocol):
             return
         self._closed = True
         self.close_reason = error
+        if self._sasl_session is not None:
+            self._sasl_session.cancel()
         transport = self._transport
         if transport is not None:
             if error is None:

@@ -67,6 +67,7 @@ from epochlog.client.metadata import (
     metadata_request,
 )
 from epochlog.client.recovery import MetadataRecovery, recovery_for
+from epochlog.client.sasl import SaslAuthenticationError, SaslLogin, login_from_config
 from epochlog.client.tls import client_ssl_context
 from epochlog.protocol.api import ApiKey
 from epochlog.protocol.codec import Message
@@ -96,6 +97,7 @@ class NetworkClient:
         self.config = config
         self.client_id: str | None = config["client.id"] or None
         self.request_timeout_ms: int = config["request.timeout.ms"]
+        self.sasl: SaslLogin | None = login_from_config(config)
         # TLS for every connection (security.protocol SSL/SASL_SSL), built once: a bad setting
         # fails here, naming its key
         self.ssl_context = client_ssl_context(config)
@@ -270,6 +272,7 @@ class NetworkClient:
             client_id=self.client_id,
             request_timeout_ms=self.request_timeout_ms,
             on_close=self._on_connection_closed,
+            sasl=self.sasl,
             ssl_context=self.ssl_context,
         )
         try:
@@ -278,6 +281,10 @@ class NetworkClient:
             except (ClientError, OSError, TimeoutError) as exc:
                 await conn.close()
                 backoff = self.states.failed(node_id, self.now_ms())
+                if isinstance(exc, SaslAuthenticationError):
+                    # A refused login is the caller's to see (as Kafka's clients raise
+                    # SaslAuthenticationException), not a broker to wait for.
+                    self._fail_waiters(exc)
                 self.request_update()
                 self._notify()
                 reason = "setup timed out" if isinstance(exc, TimeoutError) else str(exc)
@@ -400,6 +407,12 @@ class NetworkClient:
         if code in METADATA_INVALIDATING_ERRORS:
             self.request_update()
 
+    def _fail_waiters(self, error: Exception) -> None:
+        waiters, self._waiters = self._waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_exception(error)
+
     async def update_metadata(self, timeout_ms: float) -> ClusterMetadata:
         """Ask for a refresh and wait for the next good response (KafkaError REQUEST_TIMED_OUT
         after `timeout_ms`)."""
@@ -433,8 +446,12 @@ class NetworkClient:
                 raise KafkaError(
                     code, f"topic {topic!r} not present in metadata after {timeout_ms:.0f} ms"
                 )
-            with contextlib.suppress(KafkaError):
+            try:
                 await self.update_metadata(remaining)
+            except SaslAuthenticationError:
+                raise
+            except KafkaError:
+                pass
 
     def _time_to_next_update(self, now: float) -> float:
         if self._need_update:

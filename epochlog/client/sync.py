@@ -293,6 +293,17 @@ class Admin:
     def alter_client_quotas(self, alterations: Any, **options: Any) -> None:
         self._thread.run(self._admin.alter_client_quotas(alterations, **options))
 
+    def describe_user_scram_credentials(self, users: Any = None) -> Any:
+        return self._thread.run(self._admin.describe_user_scram_credentials(users))
+
+    def upsert_scram_credential(
+        self, user: str, mechanism: str, password: str, iterations: int = 4096
+    ) -> None:
+        self._thread.run(self._admin.upsert_scram_credential(user, mechanism, password, iterations))
+
+    def delete_scram_credential(self, user: str, mechanism: str) -> None:
+        self._thread.run(self._admin.delete_scram_credential(user, mechanism))
+
     def create_topic(
         self,
         name: str,

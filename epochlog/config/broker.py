@@ -75,6 +75,20 @@ DEFINITIONS: dict[str, Definition] = {
     "security.inter.broker.protocol": Definition(
         "string", None, "the inter-broker security protocol (when no listener name is given)"
     ),
+    # SASL (issue 21). Each may also be given per listener as listener.name.<listener>.<key>;
+    # sasl.jaas.config per listener and mechanism: listener.name.<l>.<mechanism>.sasl.jaas.config.
+    "sasl.enabled.mechanisms": Definition(
+        "list", ["GSSAPI"], "SASL mechanisms offered on SASL listeners (PLAIN, SCRAM-SHA-256/512)"
+    ),
+    "sasl.mechanism.inter.broker.protocol": Definition(
+        "string", "GSSAPI", "the SASL mechanism brokers log in to each other with"
+    ),
+    "sasl.jaas.config": Definition(
+        "password", None, "JAAS login module entry (PlainLoginModule: user_<name>=...)"
+    ),
+    "connections.max.reauth.ms": Definition(
+        "long", 0, "SASL session lifetime (KIP-368); 0: sessions never expire", _at_least(0)
+    ),
     # TLS (issue 21): Kafka's ssl.* keys, PEM stores only (KIP-651). Each may be set for one
     # listener as listener.name.<listener lowercased>.<key>, which overrides the plain key there.
     "ssl.keystore.type": Definition(
@@ -395,7 +409,9 @@ TEST_SWITCHES: dict[str, Definition] = {
 # Keys a listener may set for itself as `listener.name.<listener lowercased>.<key>` (Kafka's
 # per-listener configs); such a key overrides the plain one on that listener.
 LISTENER_KEY_PREFIX = "listener.name."
-LISTENER_OVERRIDABLE_PREFIXES: tuple[str, ...] = ("ssl.",)
+LISTENER_OVERRIDABLE_PREFIXES: tuple[str, ...] = ("ssl.", "sasl.", "connections.max.reauth.ms")
+# SASL's JAAS config also per listener and mechanism: listener.name.<l>.<mechanism>.sasl.jaas.config
+SASL_MECHANISM_SCOPED = re.compile(r"(?:plain|scram-sha-256|scram-sha-512|gssapi|oauthbearer)\.")
 
 
 def listener_scoped(key: str) -> tuple[str, str] | None:
@@ -415,6 +431,9 @@ def listener_definition(key: str) -> Definition | None:
     if scoped is None:
         return None
     rest = scoped[1]
+    mechanism = SASL_MECHANISM_SCOPED.match(rest)
+    if mechanism is not None and rest[mechanism.end() :] == "sasl.jaas.config":
+        return DEFINITIONS["sasl.jaas.config"]
     if not rest.startswith(LISTENER_OVERRIDABLE_PREFIXES):
         return None
     return DEFINITIONS.get(rest)
@@ -604,6 +623,18 @@ class BrokerConfig:
                 )
             return found[0]
         return listeners[0] if listeners else "PLAINTEXT"
+
+    def scoped_value(self, listener: str, key: str) -> tuple[str, Any] | None:
+        """(the key as written, its value) of `listener.name.<listener>.<key>`, if given."""
+        for written, value in self._values.items():
+            if listener_scoped(written) == (listener.upper(), key):
+                return written, value
+        return None
+
+    def listener_value(self, listener: str, key: str) -> Any:
+        """`key` for `listener`: its listener.name.<listener>.<key> override, else the broker's."""
+        scoped = self.scoped_value(listener, key)
+        return scoped[1] if scoped is not None else self._values.get(key)
 
     @property
     def retention_ms(self) -> int:

@@ -402,6 +402,8 @@ def describe_broker(
             value = layers.cluster_default.get(name)
         else:
             value = config_text(effective[name]) if definition is not None else None
+        if definition is not None and definition.type == "password":
+            value = None  # Kafka never shows a sensitive value (sasl.jaas.config holds passwords)
         entries.append(
             ConfigEntry(
                 name=name,

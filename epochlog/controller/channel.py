@@ -19,6 +19,7 @@ from typing import Any
 from epochlog.aio import wait_for
 from epochlog.client.connection import BrokerConnection
 from epochlog.client.errors import ConnectionFailedError, RequestTimedOutError
+from epochlog.client.sasl import SaslLogin
 from epochlog.controller.context import BrokerInfo
 from epochlog.controller.request_batch import ControlRequest
 from epochlog.faults import NO_FAULTS, FaultInjector
@@ -39,9 +40,11 @@ class BrokerSender:
         request_timeout_ms: int,
         controller_id: int,
         faults: FaultInjector,
+        sasl: SaslLogin | None = None,
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.broker = broker
+        self.sasl = sasl
         self.ssl_context = ssl_context
         self.controller_id = controller_id
         self.faults = faults
@@ -63,6 +66,7 @@ class BrokerSender:
                 node_id=self.broker.id,
                 client_id=self.client_id,
                 request_timeout_ms=self.request_timeout_ms,
+                sasl=self.sasl,
                 ssl_context=self.ssl_context,
             )
             try:
@@ -127,9 +131,11 @@ class ControllerChannel:
         controller_id: int,
         request_timeout_ms: int = 30000,
         faults: FaultInjector = NO_FAULTS,
+        sasl: SaslLogin | None = None,
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.controller_id = controller_id
+        self.sasl = sasl  # the inter-broker listener's login (SASL listeners)
         self.ssl_context = ssl_context  # the inter-broker listener is TLS
         self.client_id = f"controller-{controller_id}"
         self.request_timeout_ms = request_timeout_ms
@@ -144,6 +150,7 @@ class ControllerChannel:
                 self.request_timeout_ms,
                 self.controller_id,
                 self.faults,
+                self.sasl,
                 self.ssl_context,
             )
 

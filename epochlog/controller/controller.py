@@ -30,7 +30,9 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from epochlog.aio import wait_for
+from epochlog.client.sasl import login_of
 from epochlog.config.broker import SECURITY_PROTOCOLS, BrokerConfig
+from epochlog.config.sasl import inter_broker_login
 from epochlog.controller import events as ev
 from epochlog.controller.broker_change import classify_brokers
 from epochlog.controller.channel import ControllerChannel
@@ -126,6 +128,7 @@ class Controller(ControllerRequests, StorageEvents, PartitionRequests, Reassignm
             broker_id,
             config["request.timeout.ms"],
             self.faults,
+            sasl=login_of(inter_broker_login(config)),
             ssl_context=inter_broker_client_context(config),
         )
         # (event, its waiter, when it was queued: for EventQueueTimeMs)

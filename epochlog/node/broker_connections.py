@@ -11,6 +11,8 @@ import contextlib
 from epochlog.aio import wait_for
 from epochlog.broker.broker import Broker
 from epochlog.client.connection import BrokerConnection
+from epochlog.client.sasl import login_of
+from epochlog.config.sasl import inter_broker_login
 
 CONNECT_TIMEOUT_S = 10
 
@@ -20,6 +22,7 @@ class BrokerConnections:
         self.metadata_cache = broker.metadata_cache
         config = broker.services.config
         self.listener = config.inter_broker_listener
+        self.sasl = login_of(inter_broker_login(config))
         self.ssl_context = broker.inter_broker_ssl  # the inter-broker listener is TLS
         self.client_id = f"broker-{broker.broker_id}-{purpose}"
         self.request_timeout_ms = request_timeout_ms
@@ -41,6 +44,7 @@ class BrokerConnections:
             node_id=broker_id,
             client_id=self.client_id,
             request_timeout_ms=self.request_timeout_ms,
+            sasl=self.sasl,
             ssl_context=self.ssl_context,
         )
         await wait_for(connection.connect(), CONNECT_TIMEOUT_S)

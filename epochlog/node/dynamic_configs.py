@@ -11,7 +11,8 @@ cluster default or to this broker's own configs recomputes the effective setting
 them to the data plane, the controller elector and the active controller. Changes to other
 brokers' configs are not ours and are skipped. Client quotas (/config/users, /config/clients)
 are all read at start, before the listener, as Kafka's ZkConfigManager does, and each change
-goes to the data plane's `ClientQuotas`.
+goes to the data plane's `ClientQuotas`; a user's SCRAM credentials (same znodes) go to the
+data plane's credential cache, so a SASL login reads no znode.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from kazoo.client import KazooClient
 
 from epochlog.broker.broker import Broker
 from epochlog.config.broker import BrokerConfig
-from epochlog.config.client_quotas import CLIENTS, USERS, entity_from_znode
+from epochlog.config.client_quotas import CLIENTS, USERS, desanitize, entity_from_znode
 from epochlog.config.dynamic import BrokerLayers
 from epochlog.controller.elector import ControllerElector
 from epochlog.zk.client_quotas import read_all_quota_configs
@@ -135,6 +136,9 @@ class ZkDynamicConfigs:
 
     @staticmethod
     def _apply_quota(broker: Broker, config_type: str, name: str, config: dict[str, str]) -> None:
+        if config_type == USERS and "/" not in name:
+            # SCRAM credentials live beside the user's quotas (Kafka's UserConfigHandler)
+            broker.services.scram_credentials.update_user(desanitize(name), config)
         entity = entity_from_znode(config_type, name)
         if entity is None:
             log.warning("ignoring config of %s/%s: not a quota entity", config_type, name)

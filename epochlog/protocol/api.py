@@ -83,6 +83,10 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_TOPIC_PARTITIONS = 75
     DESCRIBE_CLIENT_QUOTAS = 48  # client quotas
     ALTER_CLIENT_QUOTAS = 49
+    SASL_HANDSHAKE = 17  # SASL (issue 21)
+    SASL_AUTHENTICATE = 36
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
     PIN_CONTROLLER = m.pin_controller.API_KEY  # KIP-39, a vendor key Kafka does not use
 
 
@@ -187,6 +191,18 @@ APIS: dict[int, Api] = {
             m.DescribeClientQuotasResponse,
         ),
         _api(ApiKey.ALTER_CLIENT_QUOTAS, m.AlterClientQuotasRequest, m.AlterClientQuotasResponse),
+        _api(ApiKey.SASL_HANDSHAKE, m.SaslHandshakeRequest, m.SaslHandshakeResponse),
+        _api(ApiKey.SASL_AUTHENTICATE, m.SaslAuthenticateRequest, m.SaslAuthenticateResponse),
+        _api(
+            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+            m.DescribeUserScramCredentialsRequest,
+            m.DescribeUserScramCredentialsResponse,
+        ),
+        _api(
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+            m.AlterUserScramCredentialsRequest,
+            m.AlterUserScramCredentialsResponse,
+        ),
         # AddPartitionsToTxn v5 is KIP-890 part 2 (transaction.version 2, partitions added by
         # the produce itself): not served, so clients keep adding them explicitly.
         _api(

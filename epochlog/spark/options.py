@@ -9,7 +9,7 @@ an `OptionError` naming the option, before any task runs.
 Client settings pass through to epochlog's client: `kafka.<name>` (Spark's convention) and bare
 client names such as `fetch.max.bytes`; `bootstrap.servers` may be given either way. They are
 checked by the client's own config loader, so a bad one names its key too. A `kafka.<name>` the
-client does not know (Java-only keys such as `kafka.sasl.jaas.config`) is logged as a warning
+client does not know (Java-only keys such as `kafka.sasl.login.class`) is logged as a warning
 naming it and ignored, as the Kafka client does with unknown configs. The settings Spark's Kafka
 source refuses (auto.offset.reset, enable.auto.commit, (de)serializers, interceptors) are
 refused here as well, with Spark's reason; `kafka.group.id` is accepted with Spark's warning and

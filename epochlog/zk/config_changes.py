@@ -173,7 +173,9 @@ class ConfigChangeListener:
         except (ZNodeDecodeError, ValueError) as exc:
             log.warning("ignoring config change %s: %s", path, exc)
             return
-        log.info("config change %s: %s/%s = %s", name, entity_type, entity, config)
+        # SCRAM credentials (under users) are logged as [hidden], as Kafka logs them
+        shown = {k: "[hidden]" if k.startswith("SCRAM-") else v for k, v in config.items()}
+        log.info("config change %s: %s/%s = %s", name, entity_type, entity, shown)
         self._deliver(entity_type, entity, config)
 
     def _purge(self, names: list[str], now_ms: int) -> None:

@@ -10,7 +10,8 @@ AlterReplicaLogDirs), `producers` (DescribeProducers), `topic_partitions`
 (DescribeTopicPartitions), `partition_admin` (CreatePartitions, ElectLeaders, DeleteRecords),
 `reassignments` (KIP-455's two APIs, for the controller), `client_quotas`
 (DescribeClientQuotas, AlterClientQuotas), `txn_markers` (WriteTxnMarkers), `transactions`
-(the transaction coordinator's APIs).
+(the transaction coordinator's APIs), `user_scram` (KIP-554's two APIs; SaslHandshake and
+SaslAuthenticate where no SASL gate took them).
 `errors` builds every API's error response.
 """
 
@@ -71,6 +72,12 @@ from epochlog.broker.handlers.reassignments import (
 from epochlog.broker.handlers.topic_partitions import handle_describe_topic_partitions
 from epochlog.broker.handlers.transactions import handle_transaction_request
 from epochlog.broker.handlers.txn_markers import handle_write_txn_markers
+from epochlog.broker.handlers.user_scram import (
+    handle_alter_user_scram_credentials,
+    handle_describe_user_scram_credentials,
+    handle_sasl_authenticate,
+    handle_sasl_handshake,
+)
 from epochlog.protocol.api import APIS, ApiKey
 
 HANDLERS: dict[int, Handler] = {
@@ -108,6 +115,10 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: handle_describe_client_quotas,
     ApiKey.ALTER_CLIENT_QUOTAS: handle_alter_client_quotas,
+    ApiKey.SASL_HANDSHAKE: handle_sasl_handshake,  # reached only without SASL (see sasl_gate)
+    ApiKey.SASL_AUTHENTICATE: handle_sasl_authenticate,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: handle_describe_user_scram_credentials,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: handle_alter_user_scram_credentials,
     **{
         key: handle_transaction_request
         for key in (

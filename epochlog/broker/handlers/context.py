@@ -32,8 +32,10 @@ from epochlog.broker.fetch_session import FetchSessionCache
 from epochlog.broker.metadata_cache import BrokerEndpoint, MetadataCache
 from epochlog.broker.replica_manager import ReplicaManager
 from epochlog.config.broker import BrokerConfig
+from epochlog.config.sasl import ListenerSasl
 from epochlog.protocol.api import Request
 from epochlog.security.principal import ANONYMOUS, KafkaPrincipal
+from epochlog.security.scram_credentials import ScramCredentialCache
 from epochlog.storage import LogManager
 
 
@@ -87,6 +89,10 @@ class BrokerServices:
     locate_controller: Callable[[], Awaitable[None]] | None = None
     client_quotas: ClientQuotas = field(default_factory=ClientQuotas)  # fed by config changes
     fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)  # KIP-227
+    # SASL (issue 21): the settings of each SASL listener, and the SCRAM credentials that
+    # ZooKeeper holds (fed by config changes).
+    sasl_listeners: dict[str, ListenerSasl] = field(default_factory=dict)
+    scram_credentials: ScramCredentialCache = field(default_factory=ScramCredentialCache)
 
     @property
     def kip380_enabled(self) -> bool:

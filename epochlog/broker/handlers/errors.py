@@ -460,6 +460,19 @@ def _describe_client_quotas(version: int, body: Any, code: int, message: str | N
     return m.DescribeClientQuotasResponse(error_code=code, error_message=message, entries=None)
 
 
+def _alter_user_scram_credentials(
+    version: int, body: Any, code: int, message: str | None
+) -> Message:
+    R = m.AlterUserScramCredentialsResponse
+    users = [] if body is None else [c.name for c in [*body.deletions, *body.upsertions]]
+    return R(
+        results=[
+            R.AlterUserScramCredentialsResult(user=u, error_code=code, error_message=message)
+            for u in dict.fromkeys(users)
+        ]
+    )
+
+
 def _alter_client_quotas(version: int, body: Any, code: int, message: str | None) -> Message:
     R = m.AlterClientQuotasResponse
     entries = [
@@ -568,6 +581,10 @@ _BUILDERS: dict[ApiKey, Any] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: _list_partition_reassignments,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: _describe_client_quotas,
     ApiKey.ALTER_CLIENT_QUOTAS: _alter_client_quotas,
+    ApiKey.SASL_HANDSHAKE: _top_level(m.SaslHandshakeResponse),
+    ApiKey.SASL_AUTHENTICATE: _top_level(m.SaslAuthenticateResponse),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _top_level(m.DescribeUserScramCredentialsResponse),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _alter_user_scram_credentials,
     ApiKey.ADD_PARTITIONS_TO_TXN: _add_partitions_to_txn,
     ApiKey.ADD_OFFSETS_TO_TXN: _top_level(m.AddOffsetsToTxnResponse),
     ApiKey.END_TXN: _top_level(m.EndTxnResponse),

@@ -47,11 +47,13 @@ from epochlog.protocol.messages import (
     partition_reassignments,
     pin_controller,
     produce,
+    sasl,
     stop_replica,
     sync_group,
     transaction_records,
     transactions,
     update_metadata,
+    user_scram_credentials,
     write_txn_markers,
 )
 
@@ -177,3 +179,11 @@ ListTransactionsResponse = message_class(transactions.LIST_TRANSACTIONS_RESPONSE
 # __transaction_state record keys and values (Kafka's data schemas, no API key).
 TransactionLogKey = message_class(transaction_records.TRANSACTION_LOG_KEY)
 TransactionLogValue = message_class(transaction_records.TRANSACTION_LOG_VALUE)
+SaslHandshakeRequest = message_class(sasl.HANDSHAKE_REQUEST)
+SaslHandshakeResponse = message_class(sasl.HANDSHAKE_RESPONSE)
+SaslAuthenticateRequest = message_class(sasl.AUTHENTICATE_REQUEST)
+SaslAuthenticateResponse = message_class(sasl.AUTHENTICATE_RESPONSE)
+DescribeUserScramCredentialsRequest = message_class(user_scram_credentials.DESCRIBE_REQUEST)
+DescribeUserScramCredentialsResponse = message_class(user_scram_credentials.DESCRIBE_RESPONSE)
+AlterUserScramCredentialsRequest = message_class(user_scram_credentials.ALTER_REQUEST)
+AlterUserScramCredentialsResponse = message_class(user_scram_credentials.ALTER_RESPONSE)
