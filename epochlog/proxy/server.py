@@ -115,9 +115,13 @@ async def probe_upstream(
     """(cluster id, brokers) from the first of `servers` that answers Metadata."""
     errors = []
     for host, port in servers:
-        # (with SASL upstream, the proxy's own login goes here: `upstream` module docstring)
+        # the proxy's own login (sessions carry their clients' own: `upstream` docstring)
         conn = BrokerConnection(
-            host, port, client_id=security.client_id, ssl_context=security.ssl_context
+            host,
+            port,
+            client_id=security.client_id,
+            ssl_context=security.ssl_context,
+            sasl=security.login,
         )
         try:
             await wait_for(conn.connect(), timeout_s)

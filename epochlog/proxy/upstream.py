@@ -11,8 +11,8 @@ brokers and the cluster id, at start, every `metadata_interval_ms` and at a swit
 client session, which carries that client's requests byte for byte. SASL: a session's upstream
 connection is not logged in by the proxy. A client's own SaslHandshake and SaslAuthenticate are
 requests like any other and pass through, so the broker authenticates the client itself (its
-principal, its ACLs); only the probe connection would log in as the proxy, with the `sasl.*`
-keys, once the client takes them (`login` is where that goes).
+principal, its ACLs); only the probe connection logs in as the proxy, with the `sasl.*`
+keys (`login`), so that it may read Metadata on a SASL listener.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Any
 
 from epochlog.client.config import ClientConfig, Role, load_config
 from epochlog.client.errors import ConfigError
+from epochlog.client.sasl import SaslLogin, login_from_config
 from epochlog.client.tls import client_ssl_context
 
 DEFAULT_CLIENT_ID = "epochlog-proxy"
@@ -40,6 +41,7 @@ class UpstreamSecurity:
     security_protocol: str  # PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (upper-cased)
     ssl_context: ssl.SSLContext | None  # None: plaintext
     client_id: str
+    login: SaslLogin | None = None  # the proxy's own (probes only; SASL_PLAINTEXT or SASL_SSL)
 
     @property
     def uses_tls(self) -> bool:
@@ -54,12 +56,14 @@ def upstream_security(settings: Mapping[str, Any] | None, bootstrap: str) -> Ups
             Role.ADMIN, {**(settings or {}), "bootstrap.servers": bootstrap}
         )
         context = client_ssl_context(config)
+        login = login_from_config(config)
     except ConfigError as exc:
         raise UpstreamConfigError(f"upstream client config: {exc}") from None
     return UpstreamSecurity(
         security_protocol=str(config["security.protocol"]).upper(),
         ssl_context=context,
         client_id=config["client.id"] or DEFAULT_CLIENT_ID,
+        login=login,
     )
 
 

@@ -53,6 +53,7 @@ from epochlog.client.errors import (
 from epochlog.client.framed_connection import MAX_RESPONSE_BYTES, FramedConnection
 from epochlog.client.metadata import ZERO_UUID
 from epochlog.client.network import NetworkClient
+from epochlog.client.sasl import SaslLogin
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import ApiKey
 from epochlog.protocol.compression import Compression
@@ -105,6 +106,7 @@ class _FetchConnection(FramedConnection):
         request_timeout_ms: int,
         response_bytes: int,
         ssl_context: ssl.SSLContext | None,
+        sasl: SaslLogin | None,
     ) -> None:
         super().__init__(
             host,
@@ -113,6 +115,7 @@ class _FetchConnection(FramedConnection):
             client_id=client_id,
             request_timeout_ms=request_timeout_ms,
             ssl_context=ssl_context,
+            sasl=sasl,
         )
         self._reader = FrameReader(
             MAX_RESPONSE_BYTES,
@@ -176,8 +179,9 @@ class RangeFetcher:
                 client_id=self.config["client.id"] or None,
                 request_timeout_ms=self.config["request.timeout.ms"],
                 response_bytes=self.config["max.partition.fetch.bytes"] + 1024 * 1024,
-                # the client's TLS (security.protocol SSL), as its other connections
+                # the client's TLS and SASL login (security.protocol), as its other connections
                 ssl_context=self._net.ssl_context,
+                sasl=self._net.sasl,
             )
             try:
                 await wait_for(

@@ -30,6 +30,7 @@ from epochlog.security.certs import CertificateAuthority, IssuedCertificate
 from epochlog.testing.cluster import LocalCluster
 from epochlog.zk.launcher import free_port
 from tests.integration.tls_fixtures import (  # noqa: F401 - fixtures
+    PLAIN_USERS,
     ca,
     client_cert,
     create_topic,
@@ -135,6 +136,42 @@ def tls_proxy(
     proxy = ProxyProcess(
         directory,
         tls_cluster.listener_bootstrap("SSL"),
+        "SSL",
+        "--command-config",
+        upstream,
+        "--listener-config",
+        listener,
+    )
+    yield proxy
+    proxy.stop()
+
+
+@pytest.fixture(scope="module")
+def sasl_proxy(
+    tls_cluster: LocalCluster,
+    ca: CertificateAuthority,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[ProxyProcess]:
+    """TLS to clients, SASL_SSL upstream: the proxy's own Metadata probes log in as admin;
+    clients' SASL exchanges pass through to the broker."""
+    directory = tmp_path_factory.mktemp("proxy-sasl")
+    proxy_cert = ca.issue("proxy")
+    upstream = write_properties(
+        directory / "upstream.properties",
+        {
+            "security.protocol": "SASL_SSL",
+            "ssl.ca.location": str(ca.ca_file),
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": "admin",
+            "sasl.password": PLAIN_USERS["admin"],
+        },
+    )
+    listener = write_properties(
+        directory / "listener.properties", {"ssl.keystore.location": str(proxy_cert.keystore)}
+    )
+    proxy = ProxyProcess(
+        directory,
+        tls_cluster.listener_bootstrap("SASL_SSL"),
         "SSL",
         "--command-config",
         upstream,
@@ -287,3 +324,35 @@ def test_plaintext_and_garbage_on_the_tls_proxy_close_only_that_connection(
     }
     topic = create_topic(tls_cluster, "proxy-tls-after-junk")
     assert confluent_round_trip(config, topic, [b"still served"]) == [b"still served"]
+
+
+# ------------------------------------------------------------------------------ SASL through
+
+
+def test_a_clients_sasl_login_passes_through_the_proxy_to_the_broker(
+    tls_cluster: LocalCluster, sasl_proxy: ProxyProcess, ca: CertificateAuthority
+) -> None:
+    """alice logs in to the broker through the proxy (SASL_SSL to the proxy, which speaks TLS
+    to the broker's SASL_SSL listener and forwards SaslHandshake/SaslAuthenticate); a wrong
+    password gets an authentication error and nothing else."""
+    topic = create_topic(tls_cluster, "proxy-sasl-confluent")
+    config = {
+        "bootstrap.servers": sasl_proxy.bootstrap,
+        "security.protocol": "SASL_SSL",
+        "ssl.ca.location": str(ca.ca_file),
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": "alice",
+        "sasl.password": PLAIN_USERS["alice"],
+    }
+    sent = values("sasl", 30)
+    assert confluent_round_trip(config, topic, sent) == sent
+    errors: list[ck.KafkaError] = []
+    reports: list[ck.KafkaError | None] = []
+    refused = ck.Producer(
+        {**config, "sasl.password": "wrong", "error_cb": errors.append, "message.timeout.ms": 5000}
+    )
+    refused.produce(topic, b"never", partition=0, on_delivery=lambda e, _: reports.append(e))
+    refused.flush(30)
+    assert len(reports) == 1 and reports[0] is not None  # not delivered
+    assert any(e.code() == ck.KafkaError._AUTHENTICATION for e in errors), errors
+    del refused

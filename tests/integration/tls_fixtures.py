@@ -1,8 +1,9 @@
 """A one-broker TLS cluster for the tests of TLS clients (the proxy, Spark): one CA, the
 broker's certificate (SAN localhost, 127.0.0.1) and a client certificate it signs.
 
-Beside the harness's PLAINTEXT listener the broker has `SSL` (no client certificate asked) and
-`MTLS` (`listener.name.mtls.ssl.client.auth=required`); the clients under test use those.
+Beside the harness's PLAINTEXT listener the broker has `SSL` (no client certificate asked),
+`MTLS` (`listener.name.mtls.ssl.client.auth=required`) and `SASL_SSL` (PLAIN, users in
+`PLAIN_USERS`); the clients under test use those.
 Test modules import the fixtures they use (`from tests.integration.tls_fixtures import ...`).
 """
 
@@ -17,6 +18,22 @@ from cryptography.x509.oid import NameOID
 from epochlog.client import Admin, KafkaError
 from epochlog.security.certs import CertificateAuthority, IssuedCertificate
 from epochlog.testing.cluster import LocalCluster
+
+PLAIN_USERS = {"admin": "admin-secret", "alice": "alice-secret"}
+PLAIN_JAAS = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+    'username="admin" password="admin-secret" '
+    + " ".join(f'user_{user}="{password}"' for user, password in PLAIN_USERS.items())
+    + ";"
+)
+
+
+def plain_jaas_login(user: str) -> str:
+    """Java's sasl.jaas.config for a client logging in as `user` with PLAIN."""
+    return (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="{user}" password="{PLAIN_USERS[user]}";'
+    )
 
 
 @pytest.fixture(scope="module")
@@ -37,9 +54,13 @@ def tls_cluster(
     cluster = LocalCluster(
         tmp_path_factory.mktemp("tls-clients"),
         1,
-        extra_listeners=("SSL", "MTLS"),
+        extra_listeners=("SSL", "MTLS", "SASL_SSL"),
         broker_config={
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL",
+            "listener.security.protocol.map": (
+                "PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL,SASL_SSL:SASL_SSL"
+            ),
+            "sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_JAAS,
             "ssl.keystore.location": str(broker_cert.keystore),
             "ssl.truststore.location": str(ca.ca_file),
             "listener.name.mtls.ssl.client.auth": "required",
