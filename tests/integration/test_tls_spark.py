@@ -4,7 +4,8 @@ Spark's Kafka source: `kafka.security.protocol=SSL` and Java's `kafka.ssl.trusts
 `kafka.ssl.keystore.*` (PEM stores). Spark local mode: the driver and the executors read the
 same files. A batch write then a batch read against a listener that requires a client
 certificate (so every connection, the executors' fetch connections included, had to present
-the keystore), and an AvailableNow stream over the SSL listener with the truststore alone.
+the keystore), an AvailableNow stream over the SSL listener with the truststore alone, and a
+batch read over SASL_SSL with `kafka.sasl.mechanism` and Java's `kafka.sasl.jaas.config`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from tests.integration.tls_fixtures import (  # noqa: F401 - fixtures
     ca,
     client_cert,
     create_topic,
+    plain_jaas_login,
     tls_cluster,
 )
 
@@ -105,3 +107,21 @@ def test_available_now_stream_over_ssl_with_the_truststore(
             if len(got) >= len(sent):
                 break
     assert sorted(got) == sorted(sent)
+
+
+def test_batch_read_over_sasl_ssl_with_a_jaas_config(
+    spark, tls_cluster: LocalCluster, ca: CertificateAuthority
+) -> None:
+    topic = create_topic(tls_cluster, "spark-sasl-read", partitions=2)
+    sent = [f"a{i:03d}".encode() for i in range(20)]
+    with Producer({"bootstrap.servers": tls_cluster.bootstrap_servers}) as producer:
+        for future in [producer.send(topic, v, partition=i % 2) for i, v in enumerate(sent)]:
+            future.result(60)
+    options = {
+        **truststore_options(tls_cluster, "SASL_SSL", ca),
+        "kafka.security.protocol": "SASL_SSL",
+        "kafka.sasl.mechanism": "PLAIN",
+        "kafka.sasl.jaas.config": plain_jaas_login("alice"),
+    }
+    rows = spark.read.format("epochlog").options(**options).option("subscribe", topic).load()
+    assert sorted(r.value for r in rows.select("value").collect()) == sent
