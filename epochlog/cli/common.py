@@ -50,13 +50,21 @@ def client_config(args: argparse.Namespace, role: Role, **settings: Any) -> dict
     config: dict[str, Any] = {"bootstrap.servers": bootstrap_servers(args)}
     path = getattr(args, "command_config", None)
     if path:
-        for key, value in read_command_config(path).items():
-            setting = SETTINGS.get(key)
-            if setting is None:
-                raise CommandError(f"--command-config {path}: {key!r} is not a client config key")
-            if role not in setting.roles:
-                log.info("--command-config: %s is not a %s setting; left out", key, role.value)
-                continue
-            config[key] = value
+        config.update(command_config_settings(path, role))
     config.update(settings)
+    return config
+
+
+def command_config_settings(path: str | Path, role: Role) -> dict[str, str]:
+    """The keys of the `--command-config` file at `path` a `role` client takes (see
+    `client_config`: another role's key is left out, an unknown key is an error)."""
+    config: dict[str, str] = {}
+    for key, value in read_command_config(path).items():
+        setting = SETTINGS.get(key)
+        if setting is None:
+            raise CommandError(f"--command-config {path}: {key!r} is not a client config key")
+        if role not in setting.roles:
+            log.info("--command-config: %s is not a %s setting; left out", key, role.value)
+            continue
+        config[key] = value
     return config

@@ -64,8 +64,9 @@ def _load_trusted(context: ssl.SSLContext, config: Mapping[str, Any]) -> None:
         return
     if key == "ssl.truststore.location":
         _pem_only(config, "ssl.truststore.type")
+    trusted_file = _file(config, key)  # ConfigError is a ValueError: outside the try
     try:
-        context.load_verify_locations(cafile=_file(config, key))
+        context.load_verify_locations(cafile=trusted_file)
     except (ssl.SSLError, ValueError) as exc:
         raise ConfigError(key, f"no PEM certificates load: {exc}") from None
 
@@ -87,8 +88,9 @@ def _load_certificate(context: ssl.SSLContext, config: Mapping[str, Any]) -> Non
         raise ConfigError("ssl.key.location", "needs ssl.certificate.location too")
     else:
         return
+    certificate_file = _file(config, certificate_key)  # (as above)
     try:
-        context.load_cert_chain(_file(config, certificate_key), keyfile, password=password)
+        context.load_cert_chain(certificate_file, keyfile, password=password)
     except (ssl.SSLError, ValueError) as exc:
         hint = "wrong ssl.key.password?" if password else "an encrypted key needs ssl.key.password"
         raise ConfigError(

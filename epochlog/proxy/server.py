@@ -21,6 +21,15 @@ Upstream tracking: every `metadata_interval_ms` the proxy asks the upstream for 
 (Metadata without topics) to learn addresses and the cluster id. A new cluster id starts a new
 generation, as does `switch(bootstrap)` (the control channel's `switch`), which first checks that
 the new upstream answers, and changes nothing if it does not.
+
+TLS, on either side and independently (`epochlog proxy --listen SSL://...`): with a
+`listener_ssl` context every listen port (bootstrap and per node) serves TLS; with upstream
+settings whose `security.protocol` is SSL (`upstream.UpstreamSecurity`) every upstream
+connection, the probes' and the sessions', is TLS. The proxy decrypts and re-encrypts: it reads
+the request headers either way. The proxy runs asyncio's own loop with stream protocols, so
+`start_server(ssl=...)` does here what the broker needed its own TLS layer for (uvloop with a
+BufferedProtocol); as in asyncio generally, a failed handshake closes that connection without a
+log line.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import ssl
 import struct
 from collections import deque
 from collections.abc import Sequence
@@ -64,6 +74,7 @@ from epochlog.proxy.policy import (
     rewrite_find_coordinator,
     rewrite_metadata,
 )
+from epochlog.proxy.upstream import PLAINTEXT, UpstreamSecurity
 
 log = logging.getLogger(__name__)
 
@@ -97,12 +108,21 @@ class UpstreamView:
 
 
 async def probe_upstream(
-    servers: Sequence[tuple[str, int]], timeout_s: float = UPSTREAM_CONNECT_TIMEOUT_S
+    servers: Sequence[tuple[str, int]],
+    timeout_s: float = UPSTREAM_CONNECT_TIMEOUT_S,
+    security: UpstreamSecurity = PLAINTEXT,
 ) -> tuple[str | None, dict[int, tuple[str, int]]]:
     """(cluster id, brokers) from the first of `servers` that answers Metadata."""
     errors = []
     for host, port in servers:
-        conn = BrokerConnection(host, port, client_id="epochlog-proxy")
+        # the proxy's own login (sessions carry their clients' own: `upstream` docstring)
+        conn = BrokerConnection(
+            host,
+            port,
+            client_id=security.client_id,
+            ssl_context=security.ssl_context,
+            sasl=security.login,
+        )
         try:
             await wait_for(conn.connect(), timeout_s)
             version = conn.version_for(ApiKey.METADATA)
@@ -149,10 +169,13 @@ class Session:
         for host, port in targets:
             try:
                 up_reader, self._up_writer = await wait_for(
-                    asyncio.open_connection(host, port), UPSTREAM_CONNECT_TIMEOUT_S
+                    asyncio.open_connection(
+                        host, port, ssl=self.proxy.upstream_security.ssl_context
+                    ),
+                    UPSTREAM_CONNECT_TIMEOUT_S,
                 )
                 break
-            except (OSError, TimeoutError) as exc:
+            except (OSError, TimeoutError) as exc:  # ssl.SSLError included
                 log.info("session %d: upstream %s:%d unreachable: %s", self.id, host, port, exc)
         if up_reader is None:
             self.close()
@@ -270,8 +293,13 @@ class ProxyServer:
         *,
         advertised_host: str | None = None,
         metadata_interval_ms: int = 5000,
+        upstream_security: UpstreamSecurity = PLAINTEXT,
+        listener_ssl: ssl.SSLContext | None = None,
     ) -> None:
         self.listen_host, self.listen_port = listen
+        self.upstream_security = upstream_security
+        # TLS for clients on every listen port (bootstrap and per node) when given
+        self.listener_ssl = listener_ssl
         self.advertised_host = advertised_host or self.listen_host
         self.metadata_interval_ms = metadata_interval_ms
         self.upstream = UpstreamView(list(upstream), None, {})
@@ -289,14 +317,21 @@ class ProxyServer:
 
     async def start(self) -> ProxyServer:
         server = await asyncio.start_server(
-            self._accept_bootstrap, self.listen_host, self.listen_port
+            self._accept_bootstrap, self.listen_host, self.listen_port, ssl=self.listener_ssl
         )
         self.listen_port = server.sockets[0].getsockname()[1]
         self._servers.append(server)
         with contextlib.suppress(ProxyError):
             await self.refresh_upstream()
         self._poller = asyncio.get_running_loop().create_task(self._poll(), name="proxy poller")
-        log.info("proxy on %s:%d for %s", self.listen_host, self.listen_port, self.upstream_text)
+        log.info(
+            "proxy on %s:%d (%s) for %s (%s)",
+            self.listen_host,
+            self.listen_port,
+            self.listener_security,
+            self.upstream_text,
+            self.upstream_security.security_protocol,
+        )
         return self
 
     async def close(self) -> None:
@@ -315,10 +350,16 @@ class ProxyServer:
     def upstream_text(self) -> str:
         return ",".join(f"{h}:{p}" for h, p in self.upstream.bootstrap)
 
+    @property
+    def listener_security(self) -> str:
+        return "SSL" if self.listener_ssl is not None else "PLAINTEXT"
+
     def status(self) -> dict[str, Any]:
         return {
             "listen": f"{self.listen_host}:{self.listen_port}",
+            "listener_security_protocol": self.listener_security,
             "upstream": self.upstream_text,
+            "upstream_security_protocol": self.upstream_security.security_protocol,
             "cluster_id": self.upstream.cluster_id,
             "generation": self.generation,
             "switches": self.switches,
@@ -339,7 +380,7 @@ class ProxyServer:
         candidates = list(
             dict.fromkeys([*self.upstream.brokers.values(), *self.upstream.bootstrap])
         )
-        cluster_id, brokers = await probe_upstream(candidates)
+        cluster_id, brokers = await probe_upstream(candidates, security=self.upstream_security)
         await self._ensure_listeners(brokers)
         previous = self.upstream.cluster_id
         self.upstream.brokers = brokers
@@ -351,7 +392,7 @@ class ProxyServer:
     async def switch(self, upstream: str) -> dict[str, Any]:
         """Front the cluster at `upstream` from now on (after checking that it answers)."""
         servers = parse_servers(upstream)
-        cluster_id, brokers = await probe_upstream(servers)
+        cluster_id, brokers = await probe_upstream(servers, security=self.upstream_security)
         await self._ensure_listeners(brokers)
         self.upstream = UpstreamView(servers, cluster_id, brokers)
         self._new_generation()
@@ -383,7 +424,10 @@ class ProxyServer:
                 if node_id in self._node_servers:
                     continue
                 server = await asyncio.start_server(
-                    lambda r, w, n=node_id: self._accept_node(n, r, w), self.listen_host, 0
+                    lambda r, w, n=node_id: self._accept_node(n, r, w),
+                    self.listen_host,
+                    0,
+                    ssl=self.listener_ssl,
                 )
                 self._node_servers[node_id] = server
                 self.node_ports[node_id] = server.sockets[0].getsockname()[1]

@@ -30,7 +30,7 @@ import os
 import re
 import ssl
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,6 +65,20 @@ class TlsSettings:
     @classmethod
     def for_listener(cls, config: BrokerConfig, listener: str) -> TlsSettings:
         return cls(listener.upper(), config.for_listener(listener, "ssl."))
+
+    @classmethod
+    def from_ssl_keys(cls, listener: str, values: Mapping[str, Any]) -> TlsSettings:
+        """Settings from the broker's `ssl.*` keys alone, for a listener that is not a broker's
+        (the proxy's). ConfigError names a key that is not an ssl.* key or is malformed."""
+        for key in values:
+            if not key.startswith("ssl."):
+                raise ConfigError(f"{key!r} is not an ssl.* listener key")
+        # BrokerConfig converts, validates and fills in the defaults of the ssl.* keys; the two
+        # keys it requires are not read here.
+        config = BrokerConfig.from_dict(
+            {"broker.id": 0, "zookeeper.connect": "unused:2181", **values}
+        )
+        return cls.for_listener(config, listener)
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key][1]

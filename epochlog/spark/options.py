@@ -14,6 +14,12 @@ naming it and ignored, as the Kafka client does with unknown configs. The settin
 source refuses (auto.offset.reset, enable.auto.commit, (de)serializers, interceptors) are
 refused here as well, with Spark's reason; `kafka.group.id` is accepted with Spark's warning and
 names the consumer group the streaming source commits its progress to (see `group_id`).
+
+Security settings are client keys like any other (`kafka.security.protocol`, Java's
+`kafka.ssl.truststore.*` / `kafka.ssl.keystore.*` with PEM stores, librdkafka's
+`kafka.ssl.ca.location` etc.). The files they name are loaded here on the driver, so an
+unreadable one fails at load() naming the option, and again by each executor's client: they must
+exist at the same path wherever executors run.
 """
 
 from __future__ import annotations
@@ -421,11 +427,14 @@ def client_settings(opts: Mapping[str, str], role: Role) -> dict[str, Any]:
     if "bootstrap.servers" not in out:
         raise OptionError("bootstrap.servers", "required (or kafka.bootstrap.servers)")
     from epochlog.client.config import load_config
+    from epochlog.client.tls import client_ssl_context
 
     try:
-        load_config(role, out)
+        # TLS files load here too: a bad kafka.ssl.* fails at load(), not in every task
+        client_ssl_context(load_config(role, out))
     except ConfigError as exc:
-        raise OptionError(exc.key, exc.reason) from None
+        prefixed = f"kafka.{exc.key}"
+        raise OptionError(prefixed if prefixed in opts else exc.key, exc.reason) from None
     return out
 
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import ssl
 import threading
 import time
 from collections import deque
@@ -52,6 +53,7 @@ from epochlog.client.errors import (
 from epochlog.client.framed_connection import MAX_RESPONSE_BYTES, FramedConnection
 from epochlog.client.metadata import ZERO_UUID
 from epochlog.client.network import NetworkClient
+from epochlog.client.sasl import SaslLogin
 from epochlog.protocol import messages as m
 from epochlog.protocol.api import ApiKey
 from epochlog.protocol.compression import Compression
@@ -103,9 +105,17 @@ class _FetchConnection(FramedConnection):
         client_id: str | None,
         request_timeout_ms: int,
         response_bytes: int,
+        ssl_context: ssl.SSLContext | None,
+        sasl: SaslLogin | None,
     ) -> None:
         super().__init__(
-            host, port, node_id=node_id, client_id=client_id, request_timeout_ms=request_timeout_ms
+            host,
+            port,
+            node_id=node_id,
+            client_id=client_id,
+            request_timeout_ms=request_timeout_ms,
+            ssl_context=ssl_context,
+            sasl=sasl,
         )
         self._reader = FrameReader(
             MAX_RESPONSE_BYTES,
@@ -169,6 +179,9 @@ class RangeFetcher:
                 client_id=self.config["client.id"] or None,
                 request_timeout_ms=self.config["request.timeout.ms"],
                 response_bytes=self.config["max.partition.fetch.bytes"] + 1024 * 1024,
+                # the client's TLS and SASL login (security.protocol), as its other connections
+                ssl_context=self._net.ssl_context,
+                sasl=self._net.sasl,
             )
             try:
                 await wait_for(
