@@ -50,25 +50,46 @@ def _key_values(pairs: list[str], what: str) -> dict[str, str]:
 def cmd_up(args: argparse.Namespace, console: Console) -> int:
     from epochlog.config.broker import BrokerConfig, ConfigError
     from epochlog.node.local_cluster import STATE_FILE, ClusterError, LocalCluster
+    from epochlog.node.secure_cluster import (
+        ADMIN_USER,
+        BROKER_USER,
+        LISTENER,
+        SecureCluster,
+        write_scram_credentials,
+    )
 
     directory = Path(args.dir)
     if (directory / STATE_FILE).exists():
         raise CommandError(f"a cluster is already up in {directory} (epochlog down first)")
+    if args.brokers < 1:
+        raise CommandError(f"--brokers must be at least 1, got {args.brokers}")
     overrides = _key_values(args.config, "--config")
     try:  # validate the overrides before starting anything
         BrokerConfig.from_dict({"broker.id": 0, "zookeeper.connect": "x:1", **overrides})
     except ConfigError as exc:
         raise CommandError(str(exc)) from None
+    secure: SecureCluster | None = None
+    if args.secure:  # a restart in the same directory keeps its secrets (and ZooKeeper's data)
+        secure = SecureCluster.load(directory) or SecureCluster.create(directory)
     cluster = LocalCluster(
         directory,
         args.brokers,
         zookeeper=args.zookeeper,
-        broker_config=overrides,
+        broker_config={**(secure.broker_config() if secure else {}), **overrides},
         die_with_parent=False,
+        listener=LISTENER if secure else "PLAINTEXT",
+        zk_login=secure.zk_login if secure else None,
     )
     with console.status(f"starting ZooKeeper and {args.brokers} brokers in {directory} ..."):
         try:
-            cluster.start()
+            cluster.start_zookeeper()
+            if secure is not None:  # before any broker starts, as kafka-configs --zookeeper
+                write_scram_credentials(
+                    cluster.zk_connect or "",
+                    secure.zk_login,
+                    {ADMIN_USER: secure.admin_password, BROKER_USER: secure.broker_password},
+                )
+            cluster.start_brokers()
         except ClusterError as exc:
             cluster.close()
             raise CommandError(str(exc)) from None
@@ -76,16 +97,31 @@ def cmd_up(args: argparse.Namespace, console: Console) -> int:
     console.print(f"bootstrap servers: [bold]{cluster.bootstrap_servers}[/]")
     for broker_id, endpoint in sorted(cluster.metrics_endpoints().items()):
         console.print(f"broker {broker_id} metrics: {endpoint}")
+    if secure is not None:
+        secure.write_client_properties()
+        console.print(
+            f"secure: {LISTENER} only, SCRAM-SHA-512, ACLs on (super user {ADMIN_USER}), "
+            f"ZooKeeper locked down; secrets in {secure.secrets_dir}"
+        )
+        for line in secure.usage(cluster.bootstrap_servers):
+            console.print(line, soft_wrap=True, highlight=False, markup=False)
     return 0
 
 
-def cmd_down(args: argparse.Namespace, console: Console) -> int:
+def attach_local(args: argparse.Namespace) -> Any:
+    """The local cluster in `--dir`, logged in to its ZooKeeper when it is a secure one."""
     from epochlog.node.local_cluster import ClusterError, LocalCluster
+    from epochlog.node.secure_cluster import SecureCluster
 
     try:
-        cluster = LocalCluster.attach(args.dir)
-    except ClusterError as exc:
+        secure = SecureCluster.load(args.dir)
+        return LocalCluster.attach(args.dir, zk_login=secure.zk_login if secure else None)
+    except (ClusterError, ValueError, OSError) as exc:
         raise CommandError(str(exc)) from None
+
+
+def cmd_down(args: argparse.Namespace, console: Console) -> int:
+    cluster = attach_local(args)
     with console.status("stopping brokers and ZooKeeper ..."):
         cluster.close()
     console.print("cluster stopped")
@@ -97,7 +133,7 @@ def _zookeeper_of(args: argparse.Namespace) -> str:
 
     if getattr(args, "zookeeper", None):
         return args.zookeeper
-    try:
+    try:  # what status reads is world-readable even in a locked-down ZooKeeper
         return LocalCluster.attach(args.dir).zk_connect or ""
     except ClusterError as exc:
         raise CommandError(f"{exc}, or pass --zookeeper") from None
@@ -194,18 +230,13 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_broker(args: argparse.Namespace, console: Console) -> int:
-    from epochlog.node.local_cluster import ClusterError, LocalCluster
-
     if args.broker_command == "start" and args.config:
         from epochlog.node.process import run_from_properties
 
         return run_from_properties(args.config)
     if args.broker_command == "start" and args.id is None:
         raise CommandError("broker start needs --config FILE, or a local-cluster broker ID")
-    try:
-        cluster = LocalCluster.attach(args.dir)
-    except ClusterError as exc:
-        raise CommandError(str(exc)) from None
+    cluster = attach_local(args)
     if args.id not in cluster.brokers:
         raise CommandError(f"no broker {args.id} in the local cluster {args.dir}")
     started = time.monotonic()

@@ -40,15 +40,35 @@ def read_command_config(path: str | Path) -> dict[str, str]:
         raise CommandError(f"--command-config: {exc}") from None
 
 
+def command_config_path(args: argparse.Namespace) -> str | None:
+    """`--command-config`, else (no `--bootstrap-server`) the `client.properties` that
+    `epochlog up --secure` wrote into the local cluster's directory `--dir`, if any."""
+    path = getattr(args, "command_config", None)
+    if path:
+        return str(path)
+    if getattr(args, "bootstrap_server", None) or not getattr(args, "dir", None):
+        return None
+    from epochlog.node.local_cluster import STATE_FILE
+    from epochlog.node.secure_cluster import CLIENT_PROPERTIES
+
+    directory = Path(args.dir)
+    local = directory / CLIENT_PROPERTIES
+    if (directory / STATE_FILE).exists() and local.exists():
+        return str(local)
+    return None
+
+
 def client_config(args: argparse.Namespace, role: Role, **settings: Any) -> dict[str, Any]:
     """The config of a command's `role` client: the cluster's bootstrap servers, the keys of
-    `--command-config` this role takes (security settings, timeouts), then `settings`.
+    `--command-config` this role takes (security settings, timeouts), then `settings`. Without
+    `--command-config` a secure local cluster's own client.properties is used
+    (`command_config_path`).
 
     As Kafka's tools do with one client-properties file shared by producer, consumer and admin,
     a key another role takes is left out with a log line, not an error; a key no client knows is
     an error, since a typo in a security setting would otherwise be silently ignored."""
     config: dict[str, Any] = {"bootstrap.servers": bootstrap_servers(args)}
-    path = getattr(args, "command_config", None)
+    path = command_config_path(args)
     if path:
         config.update(command_config_settings(path, role))
     config.update(settings)

@@ -2,7 +2,8 @@
 
 Local-cluster commands (`up`, `down`, `status`, `broker stop|kill|start|bounce ID`) work on the
 cluster directory (`--dir`, default `./.epochlog`). Commands that talk to brokers take
-`--bootstrap-server`, or find the local cluster's brokers through `--dir`.
+`--bootstrap-server`, or find the local cluster's brokers through `--dir` (and, for a cluster
+started with `up --secure`, its `client.properties` when no `--command-config` is given).
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ def _add_bootstrap(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--command-config",
         metavar="FILE",
-        help="client properties (security settings and the like), as Kafka's tools take them",
+        help="client properties (security settings and the like), as Kafka's tools take them; "
+        "default: the client.properties of a secure local cluster in --dir (epochlog up --secure)",
     )
     _add_dir(parser)
 
@@ -55,6 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--zookeeper", help="use this ZooKeeper (HOST:PORT) instead of starting one")
     up.add_argument(
         "--config", action="append", default=[], metavar="KEY=VALUE", help="broker setting"
+    )
+    up.add_argument(
+        "--secure",
+        action="store_true",
+        help="TLS + SASL/SCRAM-SHA-512 (SASL_SSL) only, ACLs on, super user admin with a "
+        "generated password, ZooKeeper locked down; writes DIR/client.properties",
     )
     _add_dir(up)
 

@@ -149,6 +149,14 @@ DEFINITIONS: dict[str, Definition] = {
     "zookeeper.connect": Definition("string", _NO_DEFAULT, "host:port[,host:port][/chroot]"),
     "zookeeper.session.timeout.ms": Definition("int", 18000, "", _at_least(1)),
     "zookeeper.connection.timeout.ms": Definition("int", None),
+    "zookeeper.set.acl": Definition(
+        "bool", False, "znodes the broker creates get Kafka's secure ACLs (creator all, world read "
+        "except sensitive paths); needs epochlog.zookeeper.login.config"
+    ),
+    "epochlog.zookeeper.login.config": Definition(
+        "string", None, "JAAS file whose Client section (DigestLoginModule username, password) "
+        "is the broker's ZooKeeper login (digest scheme)"
+    ),
     "num.partitions": Definition("int", 1, "partitions of auto-created topics", _at_least(1)),
     "default.replication.factor": Definition("int", 1, "", _at_least(1)),
     "min.insync.replicas": Definition("int", 1, "", _at_least(1)),

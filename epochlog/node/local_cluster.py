@@ -10,6 +10,12 @@ Two lifetimes: `die_with_parent=True` (tests, benchmarks, demo) makes every chil
 process that started it (PR_SET_PDEATHSIG), so a crashed test leaves nothing behind;
 `die_with_parent=False` (`epochlog up`) detaches the processes and records them in
 `<dir>/cluster.json`, from which `LocalCluster.attach` and `epochlog down` find them again.
+
+Each broker's first listener is the cluster's main listener (`listener`, PLAINTEXT by default;
+SASL_SSL for `epochlog up --secure`): its port is `BrokerProcess.port`, `bootstrap_servers`
+lists it, and it is kept in `cluster.json`. The harness itself speaks to brokers only through
+ZooKeeper (`zk_state`) and a TCP connect (`wait_ready`), so it works whatever the listener's
+protocol; with `zk_login` it logs in to ZooKeeper (a locked-down one, `zookeeper.set.acl`).
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from kazoo.exceptions import NoNodeError
 from epochlog.node.shutdown_report import IncompleteShutdown, incomplete_shutdown_in
 from epochlog.processes import spawn
 from epochlog.zk.launcher import ZooKeeperServer, free_port
+from epochlog.zk.security import ZkLogin
 
 STATE_FILE = "cluster.json"
 
@@ -60,7 +67,7 @@ class BrokerProcess:
     process: subprocess.Popen[bytes] | None = None
     host: str = "127.0.0.1"
     launcher: tuple[str, ...] = ()
-    # listener name -> port of the listeners after the first (PLAINTEXT, which `port` is)
+    # listener name -> port of the listeners after the first (the main one, which `port` is)
     extra_ports: dict[str, int] = field(default_factory=dict)
     # the Prometheus endpoint's port (metrics.port), None when metrics are off
     metrics_port: int | None = None
@@ -121,12 +128,17 @@ class LocalCluster:
         log_dirs_per_broker: int = 1,
         placements: Mapping[int, BrokerPlacement] | None = None,
         extra_listeners: Sequence[str] = (),
+        listener: str = "PLAINTEXT",
+        zk_login: ZkLogin | None = None,
     ) -> None:
         self.directory = Path(directory).resolve()
-        # Listeners each broker has beside PLAINTEXT (which the harness itself talks to), each on
-        # a free port kept across restarts: e.g. ("SSL",) for clients under test, with
-        # broker_config naming their protocols and the inter-broker listener as a test needs.
+        # The main listener (each broker's first; `bootstrap_servers`): PLAINTEXT unless secure.
+        self.listener = listener.upper()
+        # Listeners each broker has beside the main one, each on a free port kept across
+        # restarts: e.g. ("SSL",) for clients under test, with broker_config naming their
+        # protocols and the inter-broker listener as a test needs.
         self.extra_listeners = tuple(name.upper() for name in extra_listeners)
+        self.zk_login = zk_login  # how the harness logs in to ZooKeeper (None: it does not)
         self.broker_count = brokers
         self.external_zookeeper = zookeeper
         self.broker_config = dict(broker_config or {})
@@ -144,14 +156,23 @@ class LocalCluster:
     # ------------------------------------------------------------------------- lifecycle
 
     def start(self, timeout_s: float = 60.0) -> LocalCluster:
+        self.start_zookeeper()
+        return self.start_brokers(timeout_s)
+
+    def start_zookeeper(self) -> None:
+        """ZooKeeper alone (unless an external one is used): what must be in it before the
+        brokers start (SCRAM credentials, `epochlog up --secure`) can be written now."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        if self.external_zookeeper is None:
+        if self.external_zookeeper is None and self.zk is None:
             self.zk = ZooKeeperServer(
                 self.directory / "zookeeper", die_with_parent=self.die_with_parent
             )
             self.zk.start()
             self.zk_pid = self.zk.pid
             self.zk_connect = self.zk.connect_string
+        self._save()
+
+    def start_brokers(self, timeout_s: float = 60.0) -> LocalCluster:
         for broker_id in range(1, self.broker_count + 1):
             self.brokers[broker_id] = self._configure(broker_id)
         for broker in self.brokers.values():
@@ -173,9 +194,9 @@ class LocalCluster:
                 listener.split("://", 1)[0]: int(listener.rsplit(":", 1)[1])
                 for listener in existing["listeners"].split(",")
             }
-            extra_ports = {name: p for name, p in ports.items() if name != "PLAINTEXT"}
+            extra_ports = {name: p for name, p in ports.items() if name != self.listener}
             if port is None:
-                port = ports["PLAINTEXT"]
+                port = ports[self.listener]
         existing_dirs: str | None = None
         metrics_port: int | None = None
         if config_path.exists():
@@ -197,7 +218,7 @@ class LocalCluster:
         values: dict[str, Any] = {
             "broker.id": broker_id,
             "listeners": ",".join(
-                [f"PLAINTEXT://{placement.host}:{port}"]
+                [f"{self.listener}://{placement.host}:{port}"]
                 + [f"{name}://{placement.host}:{p}" for name, p in extra_ports.items()]
             ),
             "log.dirs": existing_dirs
@@ -215,6 +236,7 @@ class LocalCluster:
         values.update(self.broker_config)
         values["metrics.port"] = metrics_port
         config_path.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
+        config_path.chmod(0o600)  # it may hold the broker's own login (sasl.jaas.config)
         return BrokerProcess(
             broker_id,
             port,
@@ -285,7 +307,7 @@ class LocalCluster:
         """Registered broker ids with epochs, and the controller (read from ZooKeeper)."""
         from epochlog.zk.session import close_client, connect
 
-        client = connect(self.zk_connect or "", session_timeout_ms=4000)
+        client = connect(self.zk_connect or "", session_timeout_ms=4000, login=self.zk_login)
         try:
             brokers: dict[int, int] = {}
             if client.exists("/brokers/ids"):
@@ -308,8 +330,8 @@ class LocalCluster:
         return ",".join(f"{b.host}:{b.port}" for b in self.brokers.values())
 
     def listener_bootstrap(self, listener: str) -> str:
-        """host:port of every broker's `listener` (one of `extra_listeners`, or PLAINTEXT)."""
-        if listener.upper() == "PLAINTEXT":
+        """host:port of every broker's `listener` (one of `extra_listeners`, or the main one)."""
+        if listener.upper() == self.listener:
             return self.bootstrap_servers
         return ",".join(
             f"{b.host}:{b.extra_ports[listener.upper()]}" for b in self.brokers.values()
@@ -402,6 +424,7 @@ class LocalCluster:
             "zookeeper": self.zk_connect,
             "zookeeper_pid": self.zk_pid,
             "external_zookeeper": self.external_zookeeper is not None,
+            "listener": self.listener,
             "brokers": {
                 str(b.broker_id): {
                     "port": b.port,
@@ -416,13 +439,22 @@ class LocalCluster:
         (self.directory / STATE_FILE).write_text(json.dumps(state, indent=2))
 
     @classmethod
-    def attach(cls, directory: str | os.PathLike[str]) -> LocalCluster:
-        """The cluster `epochlog up` started in `directory`."""
+    def attach(
+        cls, directory: str | os.PathLike[str], zk_login: ZkLogin | None = None
+    ) -> LocalCluster:
+        """The cluster `epochlog up` started in `directory` (`zk_login`: how to log in to its
+        ZooKeeper, when it is locked down)."""
         path = Path(directory).resolve() / STATE_FILE
         if not path.exists():
             raise ClusterError(f"no local cluster in {path.parent} (run `epochlog up` first)")
         state = json.loads(path.read_text())
-        cluster = cls(path.parent, len(state["brokers"]), die_with_parent=False)
+        cluster = cls(
+            path.parent,
+            len(state["brokers"]),
+            die_with_parent=False,
+            listener=state.get("listener", "PLAINTEXT"),
+            zk_login=zk_login,
+        )
         cluster.zk_connect = state["zookeeper"]
         cluster.zk_pid = state["zookeeper_pid"]
         if state["external_zookeeper"]:

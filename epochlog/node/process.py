@@ -23,6 +23,7 @@ import signal
 import sys
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -60,6 +61,7 @@ from epochlog.zk.cluster import (
 )
 from epochlog.zk.log_dir_events import write_log_dir_event
 from epochlog.zk.registration import BrokerRegistrar
+from epochlog.zk.security import ZkLogin, zk_login_from_jaas
 from epochlog.zk.session import close_client, connect, on_loop
 from epochlog.zk.znodes import (
     BrokerRegistration,
@@ -162,6 +164,8 @@ class BrokerProcess:
             connect,
             self.config["zookeeper.connect"],
             session_timeout_ms=self.config["zookeeper.session.timeout.ms"],
+            login=zookeeper_login(self.config),
+            secure_acls=self.config["zookeeper.set.acl"],
         )
         try:
             await self._serve(zk)
@@ -340,11 +344,36 @@ def _dump_tasks() -> None:
         log.warning("task %s%s", task.get_name(), frames)
 
 
+def zookeeper_login(config: BrokerConfig) -> ZkLogin | None:
+    """The broker's ZooKeeper login (`epochlog.zookeeper.login.config`), None without one;
+    ConfigError when the file does not give one, or `zookeeper.set.acl` is on without it
+    (Kafka refuses to start then too: nobody could write the znodes it locks)."""
+    path = config["epochlog.zookeeper.login.config"]
+    if not path:
+        if config["zookeeper.set.acl"]:
+            raise ConfigError(
+                "zookeeper.set.acl=true needs a ZooKeeper login: set "
+                "epochlog.zookeeper.login.config to a JAAS file with a Client section"
+            )
+        return None
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ConfigError(
+            f"epochlog.zookeeper.login.config: cannot read {path}: {exc.strerror}"
+        ) from None
+    try:
+        return zk_login_from_jaas(text, path)
+    except ValueError as exc:
+        raise ConfigError(f"epochlog.zookeeper.login.config: {exc}") from None
+
+
 def run_from_properties(path: str) -> int:
     """`epochlog broker start --config server.properties`: run one broker in the foreground."""
     try:
         config = BrokerConfig.from_properties(path)
         config.listeners  # noqa: B018 - validates the listener syntax now, with the key's name
+        zookeeper_login(config)  # a bad ZooKeeper login stops the broker before it starts
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -118,3 +118,26 @@ def username_password(text: str) -> tuple[str, str]:
         return entry.options["username"], entry.options["password"]
     except KeyError as missing:
         raise ValueError(f"sasl.jaas.config has no {missing.args[0]} option") from None
+
+
+_SECTION = re.compile(
+    r'\s*(?P<name>[A-Za-z_][\w.-]*)\s*\{(?P<body>(?:"(?:[^"\\]|\\.)*"|[^"}])*)\}\s*;'
+)
+
+
+def parse_jaas_sections(text: str) -> dict[str, list[JaasEntry]]:
+    """A JAAS file (`Name { module flag key="value"...; };` sections, `//` comments ignored):
+    section name -> its entries; ValueError naming what is wrong."""
+    text = re.sub(r"^\s*//.*$", "", text, flags=re.MULTILINE)
+    sections: dict[str, list[JaasEntry]] = {}
+    pos = 0
+    while text[pos:].strip():
+        match = _SECTION.match(text, pos)
+        if match is None:
+            raise ValueError(
+                f"invalid JAAS file at character {pos}: expected `Name {{ ... }};`, got "
+                f"{text[pos : pos + 20].strip()!r}"
+            )
+        sections[match.group("name")] = parse_jaas_config(match.group("body"))
+        pos = match.end()
+    return sections

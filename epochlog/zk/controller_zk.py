@@ -32,13 +32,13 @@ from kazoo.client import KazooClient, TransactionRequest
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.serialization import Create, Delete, SetData
 from kazoo.protocol.states import ZnodeStat
-from kazoo.security import OPEN_ACL_UNSAFE
 
 from epochlog.zk.bulk_read import get_many
 from epochlog.zk.session import (
     PendingCommit,
     TransactionFailedError,
     commit,
+    creation_acl,
     session_id,
     stat_of,
 )
@@ -207,7 +207,7 @@ class WriteOp(NamedTuple):
         # log each op; our ops are already checked, so the kazoo request goes straight in.
         path = tx.client.chroot + self.path
         if self.kind == "create":
-            acl = tx.client.default_acl or OPEN_ACL_UNSAFE
+            acl = creation_acl(tx.client, self.path)  # zookeeper.set.acl: Kafka's secure ACLs
             tx.operations.append(Create(path, self.data, acl, 0))
         elif self.kind == "set":
             tx.operations.append(SetData(path, self.data, self.version))

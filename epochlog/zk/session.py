@@ -33,8 +33,10 @@ from kazoo.client import KazooClient, KazooState, TransactionRequest
 from kazoo.exceptions import KazooException, RolledBackError, RuntimeInconsistency
 from kazoo.protocol.states import ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+from kazoo.security import ACL
 
 from epochlog.metrics.process_stats import STATS
+from epochlog.zk.security import ZkLogin, znode_acls
 
 DEFAULT_SESSION_TIMEOUT_MS = 18000  # Kafka's zookeeper.session.timeout.ms
 CONNECTION_RETRY: dict[str, float] = {
@@ -51,7 +53,23 @@ StateListener = Callable[[KazooState], Any]
 class TimedKazooClient(KazooClient):
     """A KazooClient that times every request from queueing to its answer (Kafka's
     ZooKeeperRequestLatencyMs) and counts session events: `_call` is where every kazoo
-    operation, sync or async, is queued with the object its answer completes."""
+    operation, sync or async, is queued with the object its answer completes.
+
+    With `secure_acls` (Kafka's `zookeeper.set.acl`) a znode created without an explicit ACL
+    gets the one Kafka gives its path (`zk.security.znode_acls`): every create, `ensure_path`
+    step and transaction create goes through `create_async` or `SecureTransaction.create`.
+    (kazoo's `makepath=True` gives the missing parents the child's ACL; our code creates
+    parents with `ensure_path`.)"""
+
+    secure_acls = False
+
+    def create_async(self, path: str, value: bytes = b"", acl: Any = None, **kwargs: Any) -> Any:
+        if acl is None and self.secure_acls:
+            acl = znode_acls(path, True)
+        return super().create_async(path, value, acl=acl, **kwargs)
+
+    def transaction(self) -> TransactionRequest:
+        return SecureTransaction(self) if self.secure_acls else super().transaction()
 
     def _call(self, request: Any, async_object: Any) -> Any:
         started = time.perf_counter()
@@ -59,6 +77,29 @@ class TimedKazooClient(KazooClient):
             lambda _done: STATS.record_zk_request((time.perf_counter() - started) * 1000)
         )
         return super()._call(request, async_object)
+
+
+def creation_acl(client: KazooClient, path: str) -> list[ACL]:
+    """The ACL `client` creates `path` with (for code that builds kazoo's Create ops itself)."""
+    if getattr(client, "secure_acls", False):
+        return znode_acls(path, True)
+    return client.default_acl or znode_acls(path, False)
+
+
+class SecureTransaction(TransactionRequest):
+    """A transaction whose creates get their path's ACL, as `TimedKazooClient.create_async`."""
+
+    def create(
+        self,
+        path: str,
+        value: bytes = b"",
+        acl: list[ACL] | None = None,
+        ephemeral: bool = False,
+        sequence: bool = False,
+    ) -> None:
+        if acl is None:
+            acl = znode_acls(path, True)
+        super().create(path, value, acl, ephemeral, sequence)
 
 
 def _count_session_state(state: KazooState) -> None:
@@ -76,14 +117,19 @@ def make_client(
     session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
     client_id: tuple[int, bytes] | None = None,
     listeners: Iterable[StateListener] = (),
+    login: ZkLogin | None = None,
+    secure_acls: bool = False,
 ) -> KazooClient:
-    """A KazooClient (not started) for `hosts` ("h:p,h:p[/chroot]")."""
+    """A KazooClient (not started) for `hosts` ("h:p,h:p[/chroot]"), logged in as `login`
+    (digest scheme) and creating znodes with Kafka's secure ACLs when `secure_acls`."""
     client = TimedKazooClient(
         hosts=hosts,
         timeout=session_timeout_ms / 1000.0,
         client_id=client_id,
         connection_retry=dict(CONNECTION_RETRY),
+        auth_data=login.auth_data if login is not None else None,
     )
+    client.secure_acls = secure_acls
     client.add_listener(_count_session_state)
     for listener in listeners:
         client.add_listener(listener)
@@ -96,9 +142,17 @@ def connect(
     session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
     listeners: Iterable[StateListener] = (),
     timeout_s: float = 15.0,
+    login: ZkLogin | None = None,
+    secure_acls: bool = False,
 ) -> KazooClient:
     """A started KazooClient; raises kazoo's timeout error if no server answers in time."""
-    client = make_client(hosts, session_timeout_ms=session_timeout_ms, listeners=listeners)
+    client = make_client(
+        hosts,
+        session_timeout_ms=session_timeout_ms,
+        listeners=listeners,
+        login=login,
+        secure_acls=secure_acls,
+    )
     client.start(timeout=timeout_s)
     STATS.zk_state = str(client.state)
     return client
