@@ -93,7 +93,11 @@ def zk_login_from_jaas(text: str, source: str, section: str = CLIENT_SECTION) ->
 
 def zk_jaas_file(login: ZkLogin) -> str:
     """A JAAS file whose Client section is `login` (what `up --secure` writes)."""
+
+    def quoted(value: str) -> str:
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
     return (
         f"{CLIENT_SECTION} {{\n  {DIGEST_LOGIN_MODULE} required\n"
-        f'  username="{login.username}"\n  password="{login.password}";\n}};\n'
+        f"  username={quoted(login.username)}\n  password={quoted(login.password)};\n}};\n"
     )
