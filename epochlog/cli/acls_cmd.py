@@ -145,11 +145,13 @@ def filters_for(args: argparse.Namespace, *, removing: bool) -> list[AclSpec]:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from epochlog.cli.common import CommandError, bootstrap_servers
+    from epochlog.cli.common import CommandError, client_config
     from epochlog.client import Admin
+    from epochlog.client.config import Role
     from epochlog.client.errors import ClientError
 
-    with Admin({"bootstrap.servers": bootstrap_servers(args)}) as admin:
+    # --command-config (or a secure local cluster's client.properties) logs the admin in
+    with Admin(client_config(args, Role.ADMIN)) as admin:
         try:
             if args.acls_command == "add":
                 bindings = bindings_to_add(args)

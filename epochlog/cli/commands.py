@@ -94,7 +94,7 @@ def cmd_up(args: argparse.Namespace, console: Console) -> int:
             cluster.close()
             raise CommandError(str(exc)) from None
     console.print(f"ZooKeeper: {cluster.zk_connect}")
-    console.print(f"bootstrap servers: [bold]{cluster.bootstrap_servers}[/]")
+    console.print(f"bootstrap servers: [bold]{cluster.bootstrap_servers}[/]", soft_wrap=True)
     for broker_id, endpoint in sorted(cluster.metrics_endpoints().items()):
         console.print(f"broker {broker_id} metrics: {endpoint}")
     if secure is not None:
