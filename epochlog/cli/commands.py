@@ -115,7 +115,9 @@ def attach_local(args: argparse.Namespace) -> Any:
 
     try:
         secure = SecureCluster.load(args.dir)
-        return LocalCluster.attach(args.dir, zk_login=secure.zk_login if secure else None)
+        if secure is None:
+            return LocalCluster.attach(args.dir)
+        return LocalCluster.attach(args.dir, zk_login=secure.zk_login)
     except (ClusterError, ValueError, OSError) as exc:
         raise CommandError(str(exc)) from None
 
