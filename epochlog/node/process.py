@@ -35,7 +35,9 @@ from epochlog.broker.collaborators import BrokerEpochHolder, CollaboratorError
 from epochlog.broker.eventloop import run
 from epochlog.client.connection import BrokerConnection
 from epochlog.client.errors import ConnectionFailedError, RequestTimedOutError
+from epochlog.client.sasl import login_of
 from epochlog.config.broker import BrokerConfig, ConfigError
+from epochlog.config.sasl import inter_broker_login
 from epochlog.controller.assignment import AssignmentError, assign_replicas
 from epochlog.controller.elector import ControllerElector
 from epochlog.node.acls import ZkAcls, authorizer_enabled
@@ -298,6 +300,9 @@ class BrokerProcess:
             client_id=f"broker-{self.broker_id}-shutdown",
             request_timeout_ms=self.config["request.timeout.ms"],
             ssl_context=inter_broker_client_context(self.config),
+            # a SASL inter-broker listener wants the broker's login here too (without it the
+            # controller closed the connection and every controlled shutdown failed)
+            sasl=login_of(inter_broker_login(self.config)),
         )
         try:
             await wait_for(connection.connect(), 10)

@@ -327,6 +327,48 @@ def test_cli_works_with_command_config_and_by_itself_through_dir(secure: SecureU
     ]  # SASL_SSL alone: no PLAINTEXT listener
 
 
+def test_console_and_broker_stop_start_bounce_work_on_the_secure_cluster(
+    secure: SecureUp,
+) -> None:
+    """`console --dir` logs in with client.properties; `broker stop` runs a controlled
+    shutdown, which goes to the controller over the SASL_SSL inter-broker listener."""
+    import urllib.request
+
+    by_dir = ["--dir", str(secure.directory)]
+    created = cli("topics", "create", "--topic", "console-t", *by_dir)
+    assert created.returncode == 0, created.stderr
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    console = subprocess.Popen(
+        [sys.executable, "-m", "epochlog", "console", "--port", str(port), *by_dir],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert console.stdout is not None
+        banner = console.stdout.readline()  # printed once the port is bound
+        assert f"http://127.0.0.1:{port}/" in banner, banner
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/topics", timeout=60) as page:
+            assert "console-t" in page.read().decode()
+    finally:
+        console.send_signal(signal.SIGTERM)
+        try:
+            console.wait(30)
+        except subprocess.TimeoutExpired:
+            console.kill()
+            console.wait()
+    # stop answers 1 and says so when the controlled shutdown did not complete
+    stopped = cli("broker", "stop", "3", *by_dir)
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    assert "broker 3: stop done" in stopped.stdout
+    started = cli("broker", "start", "3", *by_dir)
+    assert started.returncode == 0, started.stdout + started.stderr
+    bounced = cli("broker", "bounce", "2", *by_dir)
+    assert bounced.returncode == 0, bounced.stdout + bounced.stderr
+
+
 # ----------------------------------------------------------------------------- refusals
 
 
