@@ -95,6 +95,15 @@ def _pids(directory: Path) -> list[int]:
     return pids + ([state["zookeeper_pid"]] if state.get("zookeeper_pid") else [])
 
 
+def _alive(pid: int) -> bool:
+    """Running, not a zombie waiting for init to reap it (the CLI that started it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 @pytest.fixture(scope="module")
 def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureUp]:
     directory = tmp_path_factory.mktemp("secure-up")
@@ -109,10 +118,14 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureUp]:
         yield SecureUp(directory, bootstrap.strip(), properties_file, properties)
     finally:
         pids = _pids(directory)
-        cli("down", "--dir", str(directory))
-        for pid in pids:  # whatever `down` left behind, by pid
+        stopped = cli("down", "--dir", str(directory))
+        survivors = [pid for pid in pids if _alive(pid)]
+        for pid in survivors:  # whatever `down` left behind, by pid
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+        # after the cleanup: `down` works on a secure cluster and leaves nothing running
+        assert stopped.returncode == 0 and "cluster stopped" in stopped.stdout, stopped.stderr
+        assert not survivors, f"still running after down: {survivors}"
 
 
 # ----------------------------------------------------------------------------- client settings
