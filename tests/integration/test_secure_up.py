@@ -619,3 +619,43 @@ def test_replication_and_controller_survive_a_killed_leader(secure: SecureUp) ->
     consumer.close()
     assert len(acknowledged) == 200
     assert set(acknowledged) <= got
+
+
+# ----------------------------------------------------------------------------- last: the tree
+
+
+def test_every_znode_the_cluster_made_carries_kafkas_secure_acl(secure: SecureUp) -> None:
+    """Last, after every other test wrote what it writes (users, ACLs, notifications, topic
+    changes, restarts): walk the whole tree with the brokers' ZooKeeper login. The world may
+    read (sensitive paths: not even that), never write; only ZooKeeper's own /zookeeper is
+    left as it is."""
+    from kazoo.security import Permissions
+
+    from epochlog.node.secure_cluster import SecureCluster
+    from epochlog.zk.security import is_sensitive_path
+
+    login = SecureCluster.load(secure.directory)
+    assert login is not None
+    client = KazooClient(hosts=secure.state()["zookeeper"], auth_data=login.zk_login.auth_data)
+    client.start(timeout=15)
+    try:
+        checked: dict[str, list[Any]] = {}
+        pending = ["/"]
+        while pending:
+            path = pending.pop()
+            children = client.get_children(path)
+            pending += [f"{path.rstrip('/')}/{child}" for child in children]
+            if path != "/" and not path.startswith("/zookeeper"):
+                checked[path] = client.get_acls(path)[0]
+        for made in ("/config/users/admin", "/config/users/bob", "/brokers/topics/replicated",
+                     "/kafka-acl/Topic/bobs-topic", "/config/topics/cli-t"):  # fmt: skip
+            assert made in checked, made
+        for path, acls in checked.items():
+            world = [a.perms for a in acls if a.id.scheme == "world"]
+            expected = [] if is_sensitive_path(path) else [Permissions.READ]
+            assert world == expected, (path, acls)
+            owners = [a.id.id.split(":")[0] for a in acls if a.id.scheme == "digest"]
+            assert owners == ["broker"], (path, acls)
+    finally:
+        client.stop()
+        client.close()
