@@ -48,6 +48,8 @@ def _key_values(pairs: list[str], what: str) -> dict[str, str]:
 
 
 def cmd_up(args: argparse.Namespace, console: Console) -> int:
+    from kazoo.exceptions import KazooException
+
     from epochlog.config.broker import BrokerConfig, ConfigError
     from epochlog.node.local_cluster import STATE_FILE, ClusterError, LocalCluster
     from epochlog.node.secure_cluster import (
@@ -68,6 +70,14 @@ def cmd_up(args: argparse.Namespace, console: Console) -> int:
         BrokerConfig.from_dict({"broker.id": 0, "zookeeper.connect": "x:1", **overrides})
     except ConfigError as exc:
         raise CommandError(str(exc)) from None
+    # A directory keeps its kind: a secure cluster's ZooKeeper data is locked to its login, a
+    # plain one's brokers have PLAINTEXT listeners in their server.properties.
+    was_secure = SecureCluster.load(directory) is not None
+    was_plain = not was_secure and (directory / "broker-1" / "server.properties").exists()
+    if was_secure and not args.secure:
+        raise CommandError(f"{directory} holds a secure cluster: `up --secure`, or another --dir")
+    if was_plain and args.secure:
+        raise CommandError(f"{directory} holds a plaintext cluster: `up --secure --dir` elsewhere")
     secure: SecureCluster | None = None
     if args.secure:  # a restart in the same directory keeps its secrets (and ZooKeeper's data)
         secure = SecureCluster.load(directory) or SecureCluster.create(directory)
@@ -90,9 +100,9 @@ def cmd_up(args: argparse.Namespace, console: Console) -> int:
                     {ADMIN_USER: secure.admin_password, BROKER_USER: secure.broker_password},
                 )
             cluster.start_brokers()
-        except ClusterError as exc:
+        except (ClusterError, KazooException) as exc:  # nothing left running
             cluster.close()
-            raise CommandError(str(exc)) from None
+            raise CommandError(str(exc) or f"ZooKeeper: {type(exc).__name__}") from None
     console.print(f"ZooKeeper: {cluster.zk_connect}")
     console.print(f"bootstrap servers: [bold]{cluster.bootstrap_servers}[/]", soft_wrap=True)
     for broker_id, endpoint in sorted(cluster.metrics_endpoints().items()):

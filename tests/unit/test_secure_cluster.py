@@ -220,3 +220,21 @@ def test_local_cluster_main_listener_is_kept_in_config_and_state(tmp_path: Path)
     assert attached.listener_bootstrap("PLAINTEXT") == (
         f"127.0.0.1:{broker.extra_ports['PLAINTEXT']}"
     )
+
+
+def test_up_keeps_a_directory_to_its_kind_and_starts_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from epochlog.cli.main import main
+
+    secure_dir, plain_dir = tmp_path / "secure", tmp_path / "plain"
+    SecureCluster.create(secure_dir)
+    assert main(["up", "--dir", str(secure_dir)]) == 2
+    assert "holds a secure cluster" in " ".join(capsys.readouterr().err.split())  # rich wraps
+    (plain_dir / "broker-1").mkdir(parents=True)
+    (plain_dir / "broker-1" / "server.properties").write_text("listeners=PLAINTEXT://x:1\n")
+    assert main(["up", "--secure", "--dir", str(plain_dir)]) == 2
+    assert "holds a plaintext cluster" in " ".join(capsys.readouterr().err.split())
+    assert not (secure_dir / STATE_FILE).exists() and not (plain_dir / "secrets").exists()
+    assert main(["up", "--secure", "--brokers", "0", "--dir", str(tmp_path / "n")]) == 2
+    assert "--brokers must be at least 1" in " ".join(capsys.readouterr().err.split())
