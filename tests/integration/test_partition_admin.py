@@ -526,11 +526,22 @@ def test_leaders_elect_refuses_bad_input(
 def test_elect_leaders_of_every_partition(
     cluster: LocalCluster, admin: Admin, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    short: list[str] = []
+
     def whole() -> bool:
         topics = admin.describe_topics(admin.list_topics(include_internal=True))
-        return all(len(p.isr) == len(p.replicas) for t in topics.values() for p in t.partitions)
+        short[:] = [
+            f"{t.name}-{p.partition} leader {p.leader} replicas {p.replicas} isr {p.isr}"
+            for t in topics.values()
+            for p in t.partitions
+            if len(p.isr) != len(p.replicas)
+        ]
+        return not short
 
-    wait_until(whole, 60, "every partition in full ISR")
+    try:
+        wait_until(whole, 90)
+    except AssertionError:
+        raise AssertionError(f"not in full ISR after 90 s: {short}") from None
     code, out = cli(
         capsys,
         cluster,

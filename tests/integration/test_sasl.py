@@ -442,7 +442,8 @@ def test_reauthentication_keeps_long_running_producers_working(cluster: LocalClu
         assert librdkafka.flush(30) == 0 and errors == []
         connections = list(ours._producer._net._conns.values())  # type: ignore[attr-defined]
         logins = [c._sasl_session.logins for c in connections]  # type: ignore[union-attr]
-    assert logins and min(logins) >= 3, logins  # re-authenticated on the same connections
+    # every connection logged in again at least once (one opened late has had less time)
+    assert logins and min(logins) >= 2, logins
     closed_expired = 0
     for broker_id in cluster.brokers:
         log = Path(cluster.brokers[broker_id].log_path).read_text()
