@@ -206,3 +206,62 @@ def test_followers_fetch_incrementally_and_replicate_byte_for_byte(tmp_path):
         wait_until(lambda: cluster.hw(2) == cluster.hw(3) == cluster.leo(1) == 17, what="HW 17")
     finally:
         cluster.close()
+
+
+def test_a_topic_learned_after_the_session_began_is_served_by_its_id(broker):
+    """A follower's first Fetch (by topic id, v13+) can reach a leader just before the
+    LeaderAndIsr that tells it the topic: that partition is UNKNOWN_TOPIC_ID then, and must be
+    served once the topic is known, by the same session (a session that cached the name as
+    unknown answered UNKNOWN_TOPIC_ID forever, and the follower never rejoined the ISR)."""
+    topic = "learned-late"
+    topic_id = uuid.uuid5(uuid.NAMESPACE_URL, topic)
+
+    def fetch_by_id(client: RawClient, session_id: int, epoch: int, wanted: bool) -> Any:
+        body = F(
+            max_wait_ms=0,
+            min_bytes=1,
+            session_id=session_id,
+            session_epoch=epoch,
+            topics=[
+                F.FetchTopic(
+                    topic_id=topic_id,
+                    partitions=[
+                        F.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)
+                    ],
+                )
+            ]
+            if wanted
+            else [],
+        )
+        body.replica_id = -1
+        return client.request(ApiKey.FETCH, 13, body)
+
+    with RawClient("127.0.0.1", broker.port) as client:
+        first = fetch_by_id(client, 0, 0, wanted=True)
+        assert answered(first)[0].error_code == ErrorCode.UNKNOWN_TOPIC_ID
+        session_id = first.session_id
+        assert session_id != 0
+        assert make_topic(broker.port, topic, 1) == topic_id
+        builder = RecordBatchBuilder()
+        builder.append(1_700_000_000_000, b"k", b"late")
+        P = m.ProduceRequest
+        produced = client.request(
+            ApiKey.PRODUCE,
+            9,
+            P(
+                acks=-1,
+                timeout_ms=5000,
+                topic_data=[
+                    P.TopicProduceData(
+                        name=topic,
+                        partition_data=[P.PartitionProduceData(index=0, records=builder.build())],
+                    )
+                ],
+            ),
+        )
+        assert produced.responses[0].partition_responses[0].error_code == 0
+        later = fetch_by_id(client, session_id, 1, wanted=False)  # incremental, nothing resent
+        assert later.error_code == 0 and later.session_id == session_id
+        partition = answered(later)[0]
+        assert partition.error_code == ErrorCode.NONE
+        assert partition.high_watermark == 1 and partition.records

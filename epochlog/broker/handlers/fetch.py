@@ -79,11 +79,11 @@ async def handle_fetch(
     )
     keys_and_params: list[tuple[SessionKey, PartitionParams]] = []
     for topic in body.topics:
-        topic_id, name = _topic_key(rm, version, topic.topic_id, topic.topic)
+        topic_id, key_name = _session_topic(version, topic.topic_id, topic.topic)
         for p in topic.partitions:
             keys_and_params.append(
                 (
-                    (topic_id, name, p.partition),
+                    (topic_id, key_name, p.partition),
                     PartitionParams(
                         p.fetch_offset,
                         p.partition_max_bytes,
@@ -96,8 +96,8 @@ async def handle_fetch(
     forgotten: list[SessionKey] = []
     if version >= 7:
         for topic in body.forgotten_topics_data:
-            topic_id, name = _topic_key(rm, version, topic.topic_id, topic.topic)
-            forgotten.extend((topic_id, name, index) for index in topic.partitions)
+            topic_id, key_name = _session_topic(version, topic.topic_id, topic.topic)
+            forgotten.extend((topic_id, key_name, index) for index in topic.partitions)
     sessions = services.fetch_sessions
     now = now_ms()
     context = sessions.new_context(
@@ -112,7 +112,16 @@ async def handle_fetch(
     if context.kind is ContextKind.ERROR:
         return R(error_code=context.error, session_id=INVALID_SESSION_ID, responses=[])
     requests: list[PartitionFetch] = []
+    names: dict[uuid.UUID, str] = {}  # topic id -> name, resolved once per request
     for (topic_id, name, index), fetch in context.partitions:
+        if topic_id is not None:
+            # Resolved at every read, not when the partition joined the session: a leader that
+            # learns the topic after a follower's first fetch (a LeaderAndIsr just behind it)
+            # then serves it, where a name cached as unknown answered UNKNOWN_TOPIC_ID forever.
+            found = names.get(topic_id)
+            if found is None:
+                found = names[topic_id] = _topic_name(rm, topic_id)
+            name = found
         error = ErrorCode.NONE
         if version >= 13 and not name:
             error = ErrorCode.UNKNOWN_TOPIC_ID
@@ -160,15 +169,19 @@ async def handle_fetch(
     return _response(services, body, version, session_id, results, connection.listener)
 
 
-def _topic_key(
-    rm: ReplicaManager, version: int, topic_id: uuid.UUID, topic: str
-) -> tuple[uuid.UUID | None, str]:
-    """(topic id, name) of a requested topic: by id from v13 ("" when unknown), else by name."""
+def _session_topic(version: int, topic_id: uuid.UUID, topic: str) -> tuple[uuid.UUID | None, str]:
+    """How a requested topic is keyed in a fetch session (KIP-227): by name below v13, by id
+    alone from v13 (its name is looked up at each read, `_topic_name`)."""
     if version < 13:
         return None, topic
+    return topic_id, ""
+
+
+def _topic_name(rm: ReplicaManager, topic_id: uuid.UUID) -> str:
+    """The name of a topic id this broker knows, else "" (UNKNOWN_TOPIC_ID)."""
     known = known_topic_id(topic_id)
     name = rm.topic_name_for_id(known) if known is not None else None
-    return topic_id, name or ""
+    return name or ""
 
 
 def _old_consumer_error(rm: ReplicaManager, topic: str, index: int, version: int) -> ErrorCode:
