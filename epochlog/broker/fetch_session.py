@@ -36,7 +36,7 @@ import uuid
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import NamedTuple
+from typing import Generic, NamedTuple, TypeVar
 
 from epochlog.protocol.errors import ErrorCode
 
@@ -290,14 +290,17 @@ class FetchSessionCache:
         self.evictions += 1
 
 
-class FetchSessionBuilder:
+K = TypeVar("K", bound=Hashable)  # how the fetching side names a partition
+
+
+class FetchSessionBuilder(Generic[K]):
     """The fetching side of one session with one broker (Kafka's FetchSessionHandler)."""
 
     def __init__(self) -> None:
         self.session_id = INVALID_SESSION_ID
         self.epoch = INITIAL_EPOCH
-        self._sent: dict[Hashable, PartitionParams] = {}  # what the broker's session holds
-        self._pending: dict[Hashable, PartitionParams] | None = None
+        self._sent: dict[K, PartitionParams] = {}  # what the broker's session holds
+        self._pending: dict[K, PartitionParams] | None = None
         self._topic_ids: bool | None = None
 
     @property
@@ -305,8 +308,8 @@ class FetchSessionBuilder:
         return self.epoch in (INITIAL_EPOCH, FINAL_EPOCH)
 
     def build(
-        self, wanted: dict[Hashable, PartitionParams], uses_topic_ids: bool
-    ) -> tuple[list[Hashable], list[Hashable]]:
+        self, wanted: dict[K, PartitionParams], uses_topic_ids: bool
+    ) -> tuple[list[K], list[K]]:
         """(partitions to send, partitions to forget) for the next request, whose session id
         and epoch are `session_id` and `epoch` after this call."""
         if self._topic_ids is not None and self._topic_ids != uses_topic_ids:

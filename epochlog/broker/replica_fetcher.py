@@ -44,7 +44,8 @@ import contextlib
 import logging
 import ssl
 import time
-from collections.abc import Callable, Hashable
+import uuid
+from collections.abc import Callable
 from typing import Any
 
 from epochlog.aio import wait_for
@@ -81,6 +82,8 @@ from epochlog.storage.checkpoint import deferred_checkpoints
 log = logging.getLogger(__name__)
 
 MAX_FETCH_VERSION = 16
+# A partition in this follower's fetch session: (topic id from Fetch v13, else None; name; index)
+SessionTopicKey = tuple[uuid.UUID | None, str, int]
 _CONNECTION_ERRORS = (
     ConnectionFailedError,
     RequestTimedOutError,
@@ -146,7 +149,7 @@ class ReplicaFetcher:
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._connection: FramedConnection | None = None
-        self.session = FetchSessionBuilder()  # KIP-227 with the leader
+        self.session: FetchSessionBuilder[SessionTopicKey] = FetchSessionBuilder()  # KIP-227
 
     def __repr__(self) -> str:
         return f"ReplicaFetcher-{self.fetcher_id}({self.broker_id} <- {self.source_id})"
@@ -304,10 +307,23 @@ class ReplicaFetcher:
             ready = [s for s in ready if s.phase is FetchPhase.FETCHING]
             if not ready:
                 return
-        wanted = {s.key: self._params(s, version) for s in ready}
-        by_key = {s.key: s for s in ready}
+        # Session keys carry the topic id the request names: a partition is forgotten by the id
+        # the leader's session holds, even once this broker has deleted the topic (forgotten by
+        # name alone, a deleted topic's partitions stayed in the session and every incremental
+        # Fetch came back at once with their UNKNOWN_TOPIC_ID: a busy loop), and a topic
+        # re-created under its name is a new key.
+        by_session_key: dict[SessionTopicKey, PartitionFetchState] = {
+            (self.rm.topic_id_for_name(s.topic) if version >= 13 else None, *s.key): s
+            for s in ready
+        }
+        # Answers are matched by topic id from v13: one for an id no longer asked for is ignored.
+        by_answer_key = {
+            (topic_id if version >= 13 else name, index): s
+            for (topic_id, name, index), s in by_session_key.items()
+        }
+        wanted = {k: self._params(s, version) for k, s in by_session_key.items()}
         send, forget = self.session.build(wanted, version >= 13)
-        request = self._fetch_request(version, [by_key[k] for k in send], forget, wanted)
+        request = self._fetch_request(version, send, forget, wanted)
         if not await self.faults.before_send(ApiKey.FETCH, self.broker_id, self.source_id):
             log.info("%s: Fetch dropped by a fault rule", self)
             await asyncio.sleep(self.backoff_ms / 1000)
@@ -331,11 +347,9 @@ class ReplicaFetcher:
         # failover that is thousands of checkpoint files, written off the loop afterwards.
         with deferred_checkpoints() as deferred:
             for topic in response.responses:
-                name = (
-                    self.rm.topic_name_for_id(topic.topic_id) if version >= 13 else topic.topic
-                ) or ""
+                topic_key = topic.topic_id if version >= 13 else topic.topic
                 for data in topic.partitions:
-                    state = by_key.get((name, data.partition_index))
+                    state = by_answer_key.get((topic_key, data.partition_index))
                     if state is None:
                         continue
                     partition = self._current(state)
@@ -366,25 +380,26 @@ class ReplicaFetcher:
     def _fetch_request(
         self,
         version: int,
-        states: list[PartitionFetchState],
-        forget: list[Hashable],
-        wanted: dict[Hashable, PartitionParams],
+        send: list[SessionTopicKey],
+        forget: list[SessionTopicKey],
+        wanted: dict[SessionTopicKey, PartitionParams],
     ) -> Any:
-        """The Fetch carrying `states` (all of them in a full fetch, the changed ones in an
-        incremental one) and forgetting `forget` (keys of partitions no longer fetched)."""
+        """The Fetch carrying `send` (all partitions in a full fetch, the changed ones in an
+        incremental one) and forgetting `forget` (session keys of partitions no longer
+        fetched), each topic named by the id in its session key (v13+)."""
         R = m.FetchRequest
-        topics: dict[str, Any] = {}
-        for state in states:
-            topic = topics.get(state.topic)
+        topics: dict[tuple[uuid.UUID | None, str], Any] = {}
+        for key in send:
+            topic_id, name, index = key
+            topic = topics.get((topic_id, name))
             if topic is None:
-                topic = topics[state.topic] = R.FetchTopic(topic=state.topic)
-                topic_id = self.rm.topic_id_for_name(state.topic)
+                topic = topics[(topic_id, name)] = R.FetchTopic(topic=name)
                 if topic_id is not None:
                     topic.topic_id = topic_id
-            params = wanted[state.key]
+            params = wanted[key]
             topic.partitions.append(
                 R.FetchPartition(
-                    partition=state.partition,
+                    partition=index,
                     current_leader_epoch=params.current_leader_epoch,
                     fetch_offset=params.fetch_offset,
                     last_fetched_epoch=params.last_fetched_epoch,
@@ -392,12 +407,11 @@ class ReplicaFetcher:
                     partition_max_bytes=params.max_bytes,
                 )
             )
-        forgotten: dict[str, Any] = {}
-        for topic_name, index in forget:  # type: ignore[misc]
-            entry = forgotten.get(topic_name)
+        forgotten: dict[tuple[uuid.UUID | None, str], Any] = {}
+        for topic_id, name, index in forget:
+            entry = forgotten.get((topic_id, name))
             if entry is None:
-                entry = forgotten[topic_name] = R.ForgottenTopic(topic=topic_name)
-                topic_id = self.rm.topic_id_for_name(topic_name)
+                entry = forgotten[(topic_id, name)] = R.ForgottenTopic(topic=name)
                 if topic_id is not None:
                     entry.topic_id = topic_id
             entry.partitions.append(index)

@@ -272,6 +272,42 @@ def test_lag_is_reported_for_partitions_led_by_other_brokers_than_the_coordinato
     assert len(reporting) == 1
 
 
+def test_followers_wait_for_data_again_after_a_topic_they_fetched_is_deleted(
+    cluster: LocalCluster,
+) -> None:
+    """A follower forgets a deleted topic's partitions in its fetch session by the topic id the
+    leader's session holds. Forgotten by name (the follower no longer knows the id), they stayed
+    in the leader's session and every incremental Fetch came back at once with their
+    UNKNOWN_TOPIC_ID: the followers of any other topic spun at a full core (seen as thousands of
+    Fetches a second here), where they should wait replica.fetch.wait.max.ms (500 ms)."""
+    kept, gone = "fetch-kept", "fetch-gone"
+    create_topic(cluster, kept, 3)
+    create_topic(cluster, gone, 3)
+    produce(cluster, kept, 30)
+    produce(cluster, gone, 30)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+
+    def isrs_full() -> bool:
+        topics = admin.list_topics(timeout=10).topics
+        return all(
+            name in topics and all(len(p.isrs) == 3 for p in topics[name].partitions.values())
+            for name in (kept, gone)
+        )
+
+    wait_for("full ISRs", isrs_full)
+    time.sleep(1.5)  # the followers' sessions hold both topics, fetched incrementally
+    admin.delete_topics([gone])[gone].result(30)
+    wait_for(f"{gone} gone", lambda: gone not in admin.list_topics(timeout=10).topics)
+    time.sleep(2.0)  # every broker has applied its StopReplica and forgotten the partitions
+
+    requests = "kafka_network_requestmetrics_requests_total"
+    before = cluster_value(cluster, requests, request="Fetch")
+    time.sleep(3.0)
+    fetches = cluster_value(cluster, requests, request="Fetch") - before
+    # 3 brokers x 2 leaders each, at most ~2 waiting Fetches a second each: ~36 in 3 s
+    assert fetches < 200, f"{fetches:.0f} Fetches in 3 s with nothing to replicate"
+
+
 def test_a_killed_broker_shows_as_under_replicated_partitions_until_it_is_back(
     cluster: LocalCluster,
 ) -> None:
