@@ -13,7 +13,6 @@ retry may go, and the sequence generation idempotence recognises it by.
 from __future__ import annotations
 
 import itertools
-import struct
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,21 +23,14 @@ from epochlog.client.batch_builder import ProducerBatchBuilder
 from epochlog.client.metadata import TopicPartition
 from epochlog.protocol.compression import Compression
 from epochlog.protocol.records import (
-    ATTRIBUTES_OFFSET,
     BATCH_HEADER_SIZE,
-    CRC_OFFSET,
     NO_SEQUENCE,
-    TRANSACTIONAL_MASK,
     Header,
-    batch_crc,
     decode_batch,
+    stamp_producer,
 )
 from epochlog.protocol.varint import encode_varint
 
-_PRODUCER_FIELDS = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence at byte 43
-_PRODUCER_FIELDS_OFFSET = 43
-_CRC = struct.Struct(">I")
-_ATTRIBUTES = struct.Struct(">h")
 _BATCH_ORDER = itertools.count()
 _NULL = b"\x01"  # varint -1: a null key or value
 _EMPTY = b""
@@ -187,15 +179,9 @@ class ProducerBatch:
         transactional batch) into the built batch; fix its CRC."""
         self.close()
         assert self.data is not None
-        buf = bytearray(self.data)
-        _PRODUCER_FIELDS.pack_into(
-            buf, _PRODUCER_FIELDS_OFFSET, producer_id, producer_epoch, base_sequence
+        self.data = stamp_producer(
+            self.data, producer_id, producer_epoch, base_sequence, self.transactional
         )
-        if self.transactional:
-            (attributes,) = _ATTRIBUTES.unpack_from(buf, ATTRIBUTES_OFFSET)
-            _ATTRIBUTES.pack_into(buf, ATTRIBUTES_OFFSET, attributes | TRANSACTIONAL_MASK)
-        _CRC.pack_into(buf, CRC_OFFSET, batch_crc(buf, 0, len(buf)))
-        self.data = bytes(buf)
         self.producer_id, self.producer_epoch, self.base_sequence = (
             producer_id,
             producer_epoch,

@@ -215,6 +215,59 @@ def read_offset_and_length(buf: bytes | bytearray | memoryview, pos: int = 0) ->
 # --------------------------------------------------------------------------- client side: records
 
 
+_PRODUCER_FIELDS = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence
+_PRODUCER_FIELDS_OFFSET = 43
+_ATTRIBUTES = struct.Struct(">h")
+
+
+def assemble_batch(header: BatchHeader, payload: bytes | bytearray | memoryview) -> bytes:
+    """A whole v2 batch: `header`'s fields in front of `payload` (its records, compressed or
+    not), with the batch length, magic 2 and the CRC-32C computed here (the header's own values
+    of those three are ignored). The one place a batch is laid out: the producers (ours and
+    the Spark sink's) and the cleaner build theirs with it."""
+    batch = bytearray(BATCH_HEADER_SIZE)
+    batch += payload
+    _HEADER.pack_into(
+        batch,
+        0,
+        header.base_offset,
+        len(batch) - LOG_OVERHEAD,
+        header.partition_leader_epoch,
+        MAGIC_V2,
+        0,
+        header.attributes,
+        header.last_offset_delta,
+        header.base_timestamp,
+        header.max_timestamp,
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        header.records_count,
+    )
+    _CRC.pack_into(batch, CRC_OFFSET, batch_crc(batch, 0, len(batch)))
+    return bytes(batch)
+
+
+def stamp_producer(
+    batch: bytes,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    transactional: bool = False,
+) -> bytes:
+    """`batch` with producer id, epoch and base sequence written in (and the transactional
+    attribute set if asked), its CRC fixed: what a producer does at send time."""
+    buf = bytearray(batch)
+    _PRODUCER_FIELDS.pack_into(
+        buf, _PRODUCER_FIELDS_OFFSET, producer_id, producer_epoch, base_sequence
+    )
+    if transactional:
+        (attributes,) = _ATTRIBUTES.unpack_from(buf, ATTRIBUTES_OFFSET)
+        _ATTRIBUTES.pack_into(buf, ATTRIBUTES_OFFSET, attributes | TRANSACTIONAL_MASK)
+    _CRC.pack_into(buf, CRC_OFFSET, batch_crc(buf, 0, len(buf)))
+    return bytes(buf)
+
+
 @dataclass(slots=True)
 class Header:
     key: str
@@ -345,36 +398,33 @@ class RecordBatchBuilder:
         """The finished batch, CRC included."""
         if self._count == 0:
             raise InvalidRecordError("a record batch needs at least one record")
-        payload = bytes(self._records)
+        payload: bytes | bytearray = self._records
         if self.compression is not Compression.NONE:
-            payload = compress(self.compression, payload)
+            payload = compress(self.compression, bytes(payload))
         attributes = int(self.compression)
         if self.is_transactional:
             attributes |= TRANSACTIONAL_MASK
         if self.is_control:
             attributes |= CONTROL_MASK
-        batch = bytearray(BATCH_HEADER_SIZE)
-        batch += payload
         base_ts = self._base_timestamp if self._base_timestamp is not None else NO_TIMESTAMP
-        _HEADER.pack_into(
-            batch,
-            0,
-            self.base_offset,
-            len(batch) - LOG_OVERHEAD,
-            self.partition_leader_epoch,
-            MAGIC_V2,
-            0,
-            attributes,
-            self._count - 1,
-            base_ts,
-            self._max_timestamp,
-            self.producer_id,
-            self.producer_epoch,
-            self.base_sequence,
-            self._count,
+        return assemble_batch(
+            BatchHeader(
+                self.base_offset,
+                0,
+                self.partition_leader_epoch,
+                MAGIC_V2,
+                0,
+                attributes,
+                self._count - 1,
+                base_ts,
+                self._max_timestamp,
+                self.producer_id,
+                self.producer_epoch,
+                self.base_sequence,
+                self._count,
+            ),
+            payload,
         )
-        _CRC.pack_into(batch, CRC_OFFSET, batch_crc(batch, 0, len(batch)))
-        return bytes(batch)
 
 
 def _read_bytes(buf: bytes, pos: int) -> tuple[bytes | None, int]:

@@ -17,13 +17,12 @@ or after `end_offset`. `next_offset` is where the next fetch starts.
 
 Encoding (`encode_records`): rows for one partition become record batches of at most
 `max_batch_bytes` (uncompressed) with offset deltas 0..n-1, one timestamp, optional compression,
-and producer id / epoch / base sequence left for `stamp_batch` to fill in at send time.
+and producer id / epoch / base sequence left for `records.stamp_producer` at send time.
 `murmur2_partitions` computes Kafka's default partition of many keys at once.
 """
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -36,15 +35,15 @@ from epochlog.protocol.compression import Compression, compress, decompress
 from epochlog.protocol.errors import CorruptRecordError
 from epochlog.protocol.records import (
     BATCH_HEADER_SIZE,
-    CRC_OFFSET,
     LOG_OVERHEAD,
     MAGIC_V2,
     NO_PARTITION_LEADER_EPOCH,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     NO_SEQUENCE,
+    BatchHeader,
     RecordBatchBuilder,
-    batch_crc,
+    assemble_batch,
     decode_records,
     parse_batch_header,
     read_offset_and_length,
@@ -54,13 +53,6 @@ from epochlog.protocol.varint import decode_varint
 
 Headers = list[tuple[str, bytes | None]]
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")  # the v2 batch header, as protocol.records lays it out
-_PRODUCER_FIELDS = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence at byte 43
-_PRODUCER_FIELDS_OFFSET = 43
-_CRC = struct.Struct(">I")
-_ATTRIBUTES = struct.Struct(">h")  # the batch attributes, right after the CRC
-_ATTRIBUTES_OFFSET = 21
-_TRANSACTIONAL_BIT = 0x10
 _PAD = 16  # zero bytes after joined records, so the 16-byte record heads never run off the end
 _ZIGZAG_1 = [(b >> 1) ^ -(b & 1) for b in range(128)]
 
@@ -455,9 +447,7 @@ def _record_heads(
     # Records starting in the buffer's last 16 bytes (read in place, it has no padding) are
     # copied as far as the buffer goes; zeros follow them.
     whole = int(np.searchsorted(starts, len(joined) - _HEAD, "right"))
-    items = np.ndarray(
-        (max(0, len(joined) - _HEAD + 1),), f"V{_HEAD}", buffer=joined, strides=(1,)
-    )
+    items = np.ndarray((max(0, len(joined) - _HEAD + 1),), f"V{_HEAD}", buffer=joined, strides=(1,))
     heads[: whole * _HEAD].view(f"V{_HEAD}")[:] = items[starts[:whole]]
     for i in range(whole, n):
         tail = np.frombuffer(joined, np.uint8)[int(starts[i]) :]
@@ -662,29 +652,9 @@ def murmur2_partitions(keys: pa.Array, partitions: int) -> np.ndarray:
     return out
 
 
-def stamp_batch(
-    batch: bytes,
-    producer_id: int,
-    producer_epoch: int,
-    base_sequence: int,
-    transactional: bool = False,
-) -> bytes:
-    """The batch with producer id, epoch and base sequence written in, the transactional
-    attribute set if asked, and its CRC fixed."""
-    buf = bytearray(batch)
-    _PRODUCER_FIELDS.pack_into(
-        buf, _PRODUCER_FIELDS_OFFSET, producer_id, producer_epoch, base_sequence
-    )
-    if transactional:
-        (attributes,) = _ATTRIBUTES.unpack_from(buf, _ATTRIBUTES_OFFSET)
-        _ATTRIBUTES.pack_into(buf, _ATTRIBUTES_OFFSET, attributes | _TRANSACTIONAL_BIT)
-    _CRC.pack_into(buf, CRC_OFFSET, batch_crc(buf, 0, len(buf)))
-    return bytes(buf)
-
-
 @dataclass
 class EncodedBatch:
-    data: bytes  # producer id, epoch and sequence unset (-1): see stamp_batch
+    data: bytes  # producer id, epoch and sequence unset (-1): records.stamp_producer sets them
     records: int
 
 
@@ -837,27 +807,24 @@ def _finish_batch(
     records: bytes, count: int, timestamp: int, max_timestamp: int, compression: Compression
 ) -> bytes:
     payload = records if compression is Compression.NONE else compress(compression, records)
-    batch = bytearray(BATCH_HEADER_SIZE)
-    batch += payload
-    _HEADER.pack_into(
-        batch,
-        0,
-        0,
-        len(batch) - LOG_OVERHEAD,
-        NO_PARTITION_LEADER_EPOCH,
-        MAGIC_V2,
-        0,
-        int(compression),
-        count - 1,
-        timestamp,
-        max_timestamp,
-        NO_PRODUCER_ID,
-        NO_PRODUCER_EPOCH,
-        NO_SEQUENCE,
-        count,
+    return assemble_batch(
+        BatchHeader(
+            0,
+            0,
+            NO_PARTITION_LEADER_EPOCH,
+            MAGIC_V2,
+            0,
+            int(compression),
+            count - 1,
+            timestamp,
+            max_timestamp,
+            NO_PRODUCER_ID,
+            NO_PRODUCER_EPOCH,
+            NO_SEQUENCE,
+            count,
+        ),
+        payload,
     )
-    _CRC.pack_into(batch, CRC_OFFSET, batch_crc(batch, 0, len(batch)))
-    return bytes(batch)
 
 
 def _encode_with_headers(

@@ -59,8 +59,8 @@ from epochlog.protocol.api import ApiKey
 from epochlog.protocol.compression import Compression
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.framing import FramePool, FrameReader
-from epochlog.protocol.records import RecordBatchBuilder, decode_batch
-from epochlog.spark.arrow_records import EncodedBatch, stamp_batch
+from epochlog.protocol.records import RecordBatchBuilder, decode_batch, stamp_producer
+from epochlog.spark.arrow_records import EncodedBatch
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -435,7 +435,7 @@ class BatchSender:
             producer_id, epoch, sequence = await self._producer_fields(tp, item)
             data = item.batch.data
             if producer_id >= 0:
-                data = stamp_batch(
+                data = stamp_producer(
                     data, producer_id, epoch, sequence, self.transactional_id is not None
                 )
             item.attempts += 1

@@ -50,7 +50,6 @@ in `cleaner.py`.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -60,13 +59,11 @@ from epochlog.protocol.errors import CorruptRecordError
 from epochlog.protocol.records import (
     BATCH_HEADER_SIZE,
     CONTROL_MASK,
-    CRC_OFFSET,
     DELETE_HORIZON_MASK,
-    LOG_OVERHEAD,
     BatchHeader,
     Record,
     _encode_record,
-    batch_crc,
+    assemble_batch,
     decode_records,
     parse_batch_header,
     verify_batch,
@@ -76,7 +73,6 @@ from epochlog.storage.txn_index import AbortedTxn
 
 MAX_LAG = 2**63 - 1
 INT32_MAX = 2**31 - 1
-_HEADER = struct.Struct(">qiibIhiqqqhii")
 
 
 @dataclass(frozen=True)
@@ -524,27 +520,15 @@ def _pack(
     count: int,
     payload: bytes,
 ) -> bytes:
-    batch = bytearray(BATCH_HEADER_SIZE)
-    batch += payload
-    _HEADER.pack_into(
-        batch,
-        0,
-        header.base_offset,
-        len(batch) - LOG_OVERHEAD,
-        header.partition_leader_epoch,
-        header.magic,
-        0,
-        attributes,
-        header.last_offset_delta,
-        base_timestamp,
-        max_timestamp,
-        header.producer_id,
-        header.producer_epoch,
-        header.base_sequence,
-        count,
+    return assemble_batch(
+        header._replace(
+            attributes=attributes,
+            base_timestamp=base_timestamp,
+            max_timestamp=max_timestamp,
+            records_count=count,
+        ),
+        payload,
     )
-    struct.pack_into(">I", batch, CRC_OFFSET, batch_crc(batch, 0, len(batch)))
-    return bytes(batch)
 
 
 def build_offset_map(

@@ -25,6 +25,7 @@ from epochlog.protocol.records import (
     decode_batch,
     parse_batch_header,
     set_log_append_time,
+    stamp_producer,
     verify_batch,
 )
 from epochlog.protocol.records import stamp_batch as stamp_offsets
@@ -34,7 +35,6 @@ from epochlog.spark.arrow_records import (
     encode_records,
     murmur2_partitions,
     next_fetch_offset,
-    stamp_batch,
 )
 from epochlog.spark.rows import arrow_schema, columns_to_batch, route_batch
 
@@ -318,7 +318,7 @@ def test_string_columns_sliced_arrays_and_headers_encode() -> None:
 
 def test_stamped_batches_carry_the_producer_fields_and_a_valid_crc() -> None:
     (b,) = encode_records(pa.array([b"k"]), pa.array([b"v"]), 1)
-    stamped = stamp_batch(b.data, 77, 3, 1000)
+    stamped = stamp_producer(b.data, 77, 3, 1000)
     header = parse_batch_header(stamped)
     verify_batch(stamped, 0, header)
     assert (header.producer_id, header.producer_epoch, header.base_sequence) == (77, 3, 1000)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 
 from epochlog.protocol.errors import ErrorCode
-from epochlog.protocol.records import RecordBatchBuilder, decode_batch
-from epochlog.spark.arrow_records import stamp_batch
+from epochlog.protocol.records import RecordBatchBuilder, decode_batch, stamp_producer
 from epochlog.spark.exactly_once import (
     TaskTransaction,
     TxnAction,
@@ -85,8 +84,8 @@ def test_stamped_batches_are_transactional_only_when_asked() -> None:
     builder = RecordBatchBuilder()
     builder.append(1, b"k", b"v", [])
     raw = builder.build()
-    plain = decode_batch(stamp_batch(raw, 7, 2, 0))
-    txn = decode_batch(stamp_batch(raw, 7, 2, 0, transactional=True))  # CRC checked
+    plain = decode_batch(stamp_producer(raw, 7, 2, 0))
+    txn = decode_batch(stamp_producer(raw, 7, 2, 0, transactional=True))  # CRC checked
     assert not plain.header.is_transactional
     assert txn.header.is_transactional and not txn.header.is_control
     assert (txn.header.producer_id, txn.header.producer_epoch) == (7, 2)
