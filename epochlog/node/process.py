@@ -49,6 +49,7 @@ from epochlog.node.controller_gateway import (
 from epochlog.node.dynamic_configs import ZkDynamicConfigs, load_broker_layers
 from epochlog.node.groups import ZkGroupCoordinator, attach_group_coordinator
 from epochlog.node.metrics import BrokerMetrics
+from epochlog.node.open_files import raise_open_files_limit
 from epochlog.node.shutdown_report import report_line
 from epochlog.node.transactions import ZkTransactionCoordinator, attach_transaction_coordinator
 from epochlog.protocol import messages as m
@@ -389,5 +390,6 @@ def run_from_properties(path: str) -> int:
         force=True,
     )
     logging.getLogger("kazoo").setLevel(logging.WARNING)
+    raise_open_files_limit()  # a log's active segment stays open: one descriptor per replica
     run(BrokerProcess(config).run())
     return 0
