@@ -6,6 +6,7 @@ connection's appends while one waits, and the dynamic switch."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -198,6 +199,29 @@ def test_later_produces_of_the_connection_append_after_the_one_being_verified(br
         first = read_produce_answer(client)
         second = read_produce_answer(client)
     assert (first, second) == ({0: (ErrorCode.NONE, 0)}, {0: (ErrorCode.NONE, 1)})
+
+
+def test_a_produce_asks_the_coordinator_while_an_earlier_one_is_still_verified(broker) -> None:
+    """librdkafka pipelines a transaction's produces, one a partition: each must not wait for the
+    one before it to be verified (and replicated) before its own question goes out; only the
+    appends keep the connection's order."""
+    thread, coordinator = broker
+    assert thread.loop is not None
+    coordinator.held = asyncio.Event()
+    coordinator.release = asyncio.Event()
+    with RawClient("127.0.0.1", thread.port) as client:
+        client.send_only(ApiKey.PRODUCE, 9, produce_body({0: txn_batch(7, 0)}))
+        thread.call(coordinator.held.wait())
+        client.send_only(ApiKey.PRODUCE, 9, produce_body({1: txn_batch(7, 1)}))
+        deadline = time.monotonic() + 5
+        while len(coordinator.asked) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        asked_while_held = len(coordinator.asked)
+        thread.loop.call_soon_threadsafe(coordinator.release.set)
+        first = read_produce_answer(client)
+        second = read_produce_answer(client)
+    assert asked_while_held == 2
+    assert (first, second) == ({0: (ErrorCode.NONE, 0)}, {1: (ErrorCode.NONE, 0)})
 
 
 def test_the_switch_is_dynamic(broker) -> None:

@@ -49,8 +49,8 @@ class CloseConnection(Exception):
 
 class AppendOrder:
     """A connection's produce waiting for transaction verification (KIP-890) before its
-    append: later produces of the connection append after it, so appends stay in request
-    order (Kafka mutes the channel meanwhile)."""
+    append: `pending` is set once it has appended, and later produces of the connection append
+    after that, so appends stay in request order (Kafka mutes the channel meanwhile)."""
 
     __slots__ = ("pending",)
 
