@@ -312,9 +312,13 @@ class ReplicaFetcher:
         # name alone, a deleted topic's partitions stayed in the session and every incremental
         # Fetch came back at once with their UNKNOWN_TOPIC_ID: a busy loop), and a topic
         # re-created under its name is a new key.
+        topic_ids = (
+            {topic: self.rm.topic_id_for_name(topic) for topic in {s.topic for s in ready}}
+            if version >= 13
+            else {}
+        )
         by_session_key: dict[SessionTopicKey, PartitionFetchState] = {
-            (self.rm.topic_id_for_name(s.topic) if version >= 13 else None, *s.key): s
-            for s in ready
+            (topic_ids.get(s.topic), *s.key): s for s in ready
         }
         # Answers are matched by topic id from v13: one for an id no longer asked for is ignored.
         by_answer_key = {

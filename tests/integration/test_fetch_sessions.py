@@ -56,7 +56,7 @@ def make_topic(port: int, topic: str, partitions: int) -> uuid.UUID:
     return topic_id
 
 
-def produce(client: RawClient, partition: int, n: int) -> None:
+def produce(client: RawClient, partition: int, n: int, topic: str = TOPIC) -> None:
     builder = RecordBatchBuilder()
     for i in range(n):
         builder.append(1_700_000_000_000 + i, b"k", f"v{i}".encode())
@@ -66,7 +66,7 @@ def produce(client: RawClient, partition: int, n: int) -> None:
         timeout_ms=5000,
         topic_data=[
             P.TopicProduceData(
-                name=TOPIC,
+                name=topic,
                 partition_data=[P.PartitionProduceData(index=partition, records=builder.build())],
             )
         ],
@@ -82,7 +82,10 @@ def session_fetch(
     offsets: dict[int, int],
     forgotten: list[int] | None = None,
     version: int = 12,
+    topic_id: uuid.UUID | None = None,
 ) -> Any:
+    """A consumer's Fetch in a session: TOPIC by name, or (v13+) the topic `topic_id`."""
+    named = {"topic_id": topic_id} if topic_id is not None else {"topic": TOPIC}
     body = F(
         max_wait_ms=0,
         min_bytes=1,
@@ -90,7 +93,7 @@ def session_fetch(
         session_epoch=epoch,
         topics=[
             F.FetchTopic(
-                topic=TOPIC,
+                **named,
                 partitions=[
                     F.FetchPartition(partition=p, fetch_offset=o, partition_max_bytes=1 << 20)
                     for p, o in offsets.items()
@@ -215,52 +218,15 @@ def test_a_topic_learned_after_the_session_began_is_served_by_its_id(broker):
     unknown answered UNKNOWN_TOPIC_ID forever, and the follower never rejoined the ISR)."""
     topic = "learned-late"
     topic_id = uuid.uuid5(uuid.NAMESPACE_URL, topic)
-
-    def fetch_by_id(client: RawClient, session_id: int, epoch: int, wanted: bool) -> Any:
-        body = F(
-            max_wait_ms=0,
-            min_bytes=1,
-            session_id=session_id,
-            session_epoch=epoch,
-            topics=[
-                F.FetchTopic(
-                    topic_id=topic_id,
-                    partitions=[
-                        F.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)
-                    ],
-                )
-            ]
-            if wanted
-            else [],
-        )
-        body.replica_id = -1
-        return client.request(ApiKey.FETCH, 13, body)
-
     with RawClient("127.0.0.1", broker.port) as client:
-        first = fetch_by_id(client, 0, 0, wanted=True)
+        first = session_fetch(client, 0, 0, {0: 0}, version=13, topic_id=topic_id)
         assert answered(first)[0].error_code == ErrorCode.UNKNOWN_TOPIC_ID
         session_id = first.session_id
         assert session_id != 0
         assert make_topic(broker.port, topic, 1) == topic_id
-        builder = RecordBatchBuilder()
-        builder.append(1_700_000_000_000, b"k", b"late")
-        P = m.ProduceRequest
-        produced = client.request(
-            ApiKey.PRODUCE,
-            9,
-            P(
-                acks=-1,
-                timeout_ms=5000,
-                topic_data=[
-                    P.TopicProduceData(
-                        name=topic,
-                        partition_data=[P.PartitionProduceData(index=0, records=builder.build())],
-                    )
-                ],
-            ),
-        )
-        assert produced.responses[0].partition_responses[0].error_code == 0
-        later = fetch_by_id(client, session_id, 1, wanted=False)  # incremental, nothing resent
+        produce(client, 0, 1, topic=topic)
+        # incremental, nothing resent
+        later = session_fetch(client, session_id, 1, {}, version=13, topic_id=topic_id)
         assert later.error_code == 0 and later.session_id == session_id
         partition = answered(later)[0]
         assert partition.error_code == ErrorCode.NONE

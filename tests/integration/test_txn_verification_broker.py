@@ -31,6 +31,11 @@ class ScriptedCoordinator:
         self.held: asyncio.Event | None = None
         self.release: asyncio.Event | None = None
 
+    def hold(self) -> None:
+        """From now on questions wait for `release`; `held` is set when the first arrives."""
+        self.held = asyncio.Event()
+        self.release = asyncio.Event()
+
     async def verify(
         self,
         transactional_id: str,
@@ -160,8 +165,7 @@ def test_a_refused_verification_appends_nothing(broker, verdict, answer) -> None
 def test_a_marker_while_the_question_is_out_voids_the_verification(broker) -> None:
     thread, coordinator = broker
     assert thread.loop is not None
-    coordinator.held = asyncio.Event()
-    coordinator.release = asyncio.Event()
+    coordinator.hold()
     with (
         RawClient("127.0.0.1", thread.port) as late,
         RawClient("127.0.0.1", thread.port) as control,
@@ -189,8 +193,7 @@ def produce_after(thread: BrokerThread) -> dict[int, tuple[ErrorCode, int]]:
 def test_later_produces_of_the_connection_append_after_the_one_being_verified(broker) -> None:
     thread, coordinator = broker
     assert thread.loop is not None
-    coordinator.held = asyncio.Event()
-    coordinator.release = asyncio.Event()
+    coordinator.hold()
     with RawClient("127.0.0.1", thread.port) as client:
         client.send_only(ApiKey.PRODUCE, 9, produce_body({0: txn_batch(7, 0)}))
         thread.call(coordinator.held.wait())
@@ -207,8 +210,7 @@ def test_a_produce_asks_the_coordinator_while_an_earlier_one_is_still_verified(b
     appends keep the connection's order."""
     thread, coordinator = broker
     assert thread.loop is not None
-    coordinator.held = asyncio.Event()
-    coordinator.release = asyncio.Event()
+    coordinator.hold()
     with RawClient("127.0.0.1", thread.port) as client:
         client.send_only(ApiKey.PRODUCE, 9, produce_body({0: txn_batch(7, 0)}))
         thread.call(coordinator.held.wait())
