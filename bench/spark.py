@@ -13,6 +13,10 @@ In one SparkSession (local[2]) and one run, against a local 1-broker cluster:
   fetch's worth), read into noop like the others: no broker, no fetching, no decoding, only what
   Spark costs a Python data source (task start, the Arrow batches crossing to the JVM and turned
   into rows there);
+- for reference, the floor of any Python sink here: the same rows written to a Python sink
+  whose tasks take every Arrow batch Spark hands them and drop it (what Spark costs a Python
+  data sink: the rows turned into Arrow and crossing to the Python worker); no encoding, no
+  broker;
 - for reference, the floor of any Python streaming source here: a source of one row, read the
   same way (the source runner process Spark starts per query, its pyspark imports, planning);
 - steady-state streaming read: the rows/s of a streaming query's data micro-batches once it
@@ -36,10 +40,14 @@ In one SparkSession (local[2]) and one run, against a local 1-broker cluster:
   topic takes, per record, the time from that send to the record's arrival there (one clock:
   everything runs on this machine). p50 / p90 / max over the records sent after the query's
   first batch (target: p50 < 2 s).
-Each case runs `--repeat` times after a warm-up (a write, a batch read and a streaming read of
-each of epochlog and Parquet, untimed: the first streaming query of a session pays the JVM's
-warm-up of the streaming path, which no timed round should carry); the table shows medians and
-ratios to the Parquet anchors (targets below the table). Timings are reported, never asserted.
+The CPU column is what every process on the machine used during a case (from /proc/stat,
+user + system), next to the wall time: on 2 cores, Spark's local[2] tasks and the broker share
+them, so the broker's own CPU (printed for the epochlog write, from its /proc entry) comes out
+of the time Spark has. Each case runs `--repeat` times after a warm-up (a write, a batch read
+and a streaming read of each of epochlog and Parquet, untimed: the first streaming query of a
+session pays the JVM's warm-up of the streaming path, which no timed round should carry); the
+table shows medians and ratios to the Parquet anchors (targets below the table). Timings are
+reported, never asserted.
 
 With --worker-python, all of Spark's Python workers run through `epochlog.spark.worker_python()`
 (PYSPARK_PYTHON: pyspark imported from the installed package instead of compiled from
@@ -81,6 +89,22 @@ def timed(fn: Callable[[], object]) -> float:
     t0 = time.perf_counter()
     fn()
     return time.perf_counter() - t0
+
+
+def machine_cpu_seconds() -> float:
+    """CPU seconds every process on the machine has used (user, nice, system, irq, softirq,
+    steal: /proc/stat's first line)."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    busy = sum(fields[:3]) + sum(fields[5:8])  # idle and iowait left out
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) process `pid` has used."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> int:
@@ -201,6 +225,29 @@ def arrow_floor_source(rows: int, partitions: int) -> type:
     return ArrowFloorSource
 
 
+def dropping_sink() -> type:
+    """A Python sink that takes every Arrow batch Spark hands its tasks and drops it: what any
+    Python data sink costs here (module docstring)."""
+    from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+
+    class DroppingWriter(DataSourceArrowWriter):
+        def write(self, iterator):  # noqa: ANN001, ANN201
+            rows = 0
+            for batch in iterator:
+                rows += batch.num_rows
+            return WriterCommitMessage()
+
+    class DroppingSink(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "bench_dropping_sink"
+
+        def writer(self, schema: object, overwrite: bool) -> DroppingWriter:
+            return DroppingWriter()
+
+    return DroppingSink
+
+
 def one_row_source() -> type:
     """A Python streaming source of one row: what any Python source pays per query."""
     from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -255,6 +302,7 @@ def run(console: Console, cluster: LocalCluster, work: Path, args: argparse.Name
         # Spark costs a Python source set up the same way.
         register_with_worker_python(spark, one_row_source())
         register_with_worker_python(spark, arrow_floor_source(args.rows, args.partitions))
+        register_with_worker_python(spark, dropping_sink())
     bootstrap = cluster.bootstrap_servers
     n = args.rows
     # 16-byte key, 100-byte value: the same rows in every case
@@ -291,6 +339,9 @@ def run(console: Console, cluster: LocalCluster, work: Path, args: argparse.Name
 
     def write_parquet() -> None:
         rows.write.mode("overwrite").parquet(parquet_dir)
+
+    def write_dropping_sink() -> None:
+        rows.write.format("bench_dropping_sink").mode("append").save()
 
     def write_parquet_files() -> None:
         spark.range(0, n, 1, n // file_rows).selectExpr(*key_value).write.mode("overwrite").parquet(
@@ -412,6 +463,7 @@ def run(console: Console, cluster: LocalCluster, work: Path, args: argparse.Name
         write_steady_topic()
         if not args.steady_only:
             write_parquet()
+            write_dropping_sink()
             read_log()
             read_parquet()
             read_arrow_floor()
@@ -424,6 +476,7 @@ def run(console: Console, cluster: LocalCluster, work: Path, args: argparse.Name
     cases: list[tuple[str, Callable[[], None]]] = [
         ("write: Parquet", write_parquet),
         ("write: epochlog", lambda: write_log(new_topic())),
+        (WRITE_FLOOR, write_dropping_sink),
         ("batch read: Parquet", read_parquet),
         ("batch read: epochlog", read_log),
         (BATCH_FLOOR, read_arrow_floor),
@@ -435,10 +488,17 @@ def run(console: Console, cluster: LocalCluster, work: Path, args: argparse.Name
     ]
     if args.steady_only:
         cases = cases[-2:]
+    broker_pid = next(iter(cluster.brokers.values())).pid
+    assert broker_pid is not None
+    cpu: dict[str, list[float]] = {}  # case -> the machine's CPU seconds per round
+    broker_cpu: dict[str, list[float]] = {}  # case -> the broker's CPU seconds per round
     for round_ in range(args.repeat):
         for name, fn in cases:  # alternate the cases, so load changes hit them alike
             with console.status(f"round {round_ + 1}/{args.repeat}: {name} ..."):
+                machine, broker = machine_cpu_seconds(), process_cpu_seconds(broker_pid)
                 results.setdefault(name, []).append(timed(fn))
+                cpu.setdefault(name, []).append(machine_cpu_seconds() - machine)
+                broker_cpu.setdefault(name, []).append(process_cpu_seconds(broker_pid) - broker)
     latencies = end_to_end_latency(
         spark, bootstrap, new_topic, args.partitions, work, args.latency_seconds
     )
@@ -451,6 +511,7 @@ def run(console: Console, cluster: LocalCluster, work: Path, args: argparse.Name
 
     anchors = {
         "write: epochlog": "write: Parquet",
+        WRITE_FLOOR: "write: Parquet",
         "batch read: epochlog": "batch read: Parquet",
         BATCH_FLOOR: "batch read: Parquet",
         "streaming read: epochlog (AvailableNow)": "streaming read: Parquet (AvailableNow)",
@@ -465,19 +526,29 @@ def run(console: Console, cluster: LocalCluster, work: Path, args: argparse.Name
     table.add_column("rows/s (median)", justify="right")
     table.add_column("runs (s)", justify="right")
     table.add_column("vs Parquet", justify="right")
+    table.add_column("CPU-s, all processes", justify="right")
     for name, _ in cases:
         ratio = f"{rate(name) / rate(anchors[name]):.2f}x" if name in anchors else "anchor"
+        used = f"{statistics.median(cpu[name]):.2f}"
         if name in steady:  # the wall time of the data batches after the first
             runs = " ".join(f"{wall:.2f}" for _, wall, _ in steady[name])
-            table.add_row(name, f"{rate(name):,.0f}", runs, ratio)
+            table.add_row(name, f"{rate(name):,.0f}", runs, ratio, used)
             continue
         runs = " ".join(f"{t:.2f}" for t in results[name])
         if "1-row" in name:  # one row: its time, not a rate, is the point
-            table.add_row(name, "-", runs, "(1 row)")
+            table.add_row(name, "-", runs, "(1 row)", used)
             continue
-        table.add_row(name, f"{rate(name):,.0f}", runs, ratio)
+        table.add_row(name, f"{rate(name):,.0f}", runs, ratio, used)
     console.print(table)
     if not args.steady_only:
+        written = statistics.median(broker_cpu["write: epochlog"])
+        console.print(
+            f"writes: the broker used {written:.2f} CPU-s of the epochlog write's "
+            f"{statistics.median(cpu['write: epochlog']):.2f} (median; "
+            f"{os.cpu_count()} cores here, shared with Spark's tasks); a Python sink that "
+            f"drops its rows writes at {rate(WRITE_FLOOR) / rate('write: Parquet'):.2f}x of "
+            "Parquet: the most any Python sink gets"
+        )
         console.print(
             "end-to-end streaming reads (AvailableNow) are wall time including query start "
             "(both pay it); the epochlog streaming read vs the Parquet batch read: "
@@ -609,6 +680,7 @@ def end_to_end_latency(
 
 
 BATCH_FLOOR = "batch read: Python source of ready Arrow batches (floor)"
+WRITE_FLOOR = "write: Python sink that drops its rows (floor)"
 STEADY_PARQUET = "steady streaming read: Parquet (maxFilesPerTrigger)"
 STEADY_LOG = "steady streaming read: epochlog (maxOffsetsPerTrigger)"
 

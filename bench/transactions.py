@@ -303,6 +303,16 @@ def create_transaction_state(bootstrap: str) -> None:
     producer.flush(10)
 
 
+def brokers_cpu_seconds(pids: list[int]) -> float:
+    """CPU seconds (user + system) the processes `pids` have used, from /proc."""
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def one_round(
     bootstrap: str,
     topics: tuple[str, str, str, str],
@@ -310,21 +320,42 @@ def one_round(
     producers: int,
     tag: str,
     progress: Progress,
-) -> dict[str, float]:
+    broker_pids: list[int],
+) -> tuple[dict[str, float], dict[str, float]]:
+    """msg/s per shape, and the brokers' CPU ms per TXN_RECORDS records per produce shape."""
     idempotent_topic, transactional_topic, parallel_idempotent, parallel_transactional = topics
-    rates = {"idempotent": produce(bootstrap, idempotent_topic, n, None, progress)}
-    rates["transactional"] = produce(bootstrap, transactional_topic, n, f"bench-{tag}", progress)
-    rates["parallel idempotent"] = produce_parallel(
-        bootstrap, parallel_idempotent, n, producers, None, progress
+    cpu: dict[str, float] = {}
+
+    def metered(shape: str, run: Callable[[], float]) -> float:
+        before = brokers_cpu_seconds(broker_pids)
+        rate = run()
+        cpu[shape] = (brokers_cpu_seconds(broker_pids) - before) * 1000 / (n / TXN_RECORDS)
+        return rate
+
+    rates = {
+        "idempotent": metered(
+            "idempotent", lambda: produce(bootstrap, idempotent_topic, n, None, progress)
+        )
+    }
+    rates["transactional"] = metered(
+        "transactional",
+        lambda: produce(bootstrap, transactional_topic, n, f"bench-{tag}", progress),
     )
-    rates["parallel transactional"] = produce_parallel(
-        bootstrap, parallel_transactional, n, producers, f"bench-{tag}-p", progress
+    rates["parallel idempotent"] = metered(
+        "parallel idempotent",
+        lambda: produce_parallel(bootstrap, parallel_idempotent, n, producers, None, progress),
+    )
+    rates["parallel transactional"] = metered(
+        "parallel transactional",
+        lambda: produce_parallel(
+            bootstrap, parallel_transactional, n, producers, f"bench-{tag}-p", progress
+        ),
     )
     for isolation in ("read_uncommitted", "read_committed"):
         rates[isolation] = consume(
             bootstrap, transactional_topic, n + PARTITIONS, isolation, progress
         )
-    return rates
+    return rates, cpu
 
 
 def main() -> None:
@@ -357,6 +388,7 @@ def main() -> None:
         )
     n = args.messages
     runs: dict[str, list[dict[str, float]]] = {"librdkafka mock": [], "epochlog": []}
+    cpu_rounds: list[dict[str, float]] = []  # epochlog brokers' CPU ms per TXN_RECORDS records
     with (
         tempfile.TemporaryDirectory(prefix="epochlog-bench-") as tmp,
         Progress(
@@ -415,16 +447,17 @@ def main() -> None:
                 with Admin({"bootstrap.servers": cluster.bootstrap_servers}) as admin:
                     for topic in topics:
                         admin.create_topic(topic, PARTITIONS, args.rf)
-                runs["epochlog"].append(
-                    one_round(
-                        cluster.bootstrap_servers,
-                        topics,
-                        n,
-                        args.producers,
-                        f"epochlog-{rnd}",
-                        progress,
-                    )
+                rates, cpu = one_round(
+                    cluster.bootstrap_servers,
+                    topics,
+                    n,
+                    args.producers,
+                    f"epochlog-{rnd}",
+                    progress,
+                    [b.pid for b in cluster.brokers.values() if b.pid is not None],
                 )
+                runs["epochlog"].append(rates)
+                cpu_rounds.append(cpu)
         finally:
             cluster.close()
 
@@ -468,6 +501,14 @@ def main() -> None:
             f"({', '.join(f'{r:.2f}' for r in consume_ratios)})",
         )
     console.print(table)
+    cpu_ms = {shape: statistics.median(r[shape] for r in cpu_rounds) for shape in cpu_rounds[0]}
+    console.print(
+        f"epochlog's brokers' CPU per {TXN_RECORDS} records produced (ms, all three brokers, "
+        "median of the rounds): "
+        + ", ".join(f"{shape} {ms:.2f}" for shape, ms in cpu_ms.items())
+        + f"; transactional / idempotent with {args.producers} producers: "
+        f"{cpu_ms['parallel transactional'] / cpu_ms['parallel idempotent']:.0f}x the CPU"
+    )
     console.print(
         "[dim]ratios are taken within each round (both shapes one right after the other on the "
         "same target) and the median shown with every round's value. targets (issue 17): "
