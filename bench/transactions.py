@@ -48,6 +48,11 @@ the extra appends each wake the followers' fetches, which read every partition t
 (`__transaction_state`'s included); cProfile of the brokers under 8 transactional producers
 shows the fetch path (`read_from_local_log`) as the largest share.
 
+For epochlog the bench also prints its brokers' CPU (from /proc) per 100 records produced in each
+shape, and the requests they answered per 100 records (from their metrics endpoints): what a
+transaction costs the brokers against an idempotent producer's share of a large batch (DESIGN.md,
+"Issues 17 and 18 measured on an idle machine").
+
 KIP-890 part 1 verification (a leader asks the coordinator before the first transactional write
 of each transaction to a partition) costs one more round trip per transaction: with one
 producer, 5,000 records after a 2,000-record warm-up on a fresh 3-broker cluster, 19.1 and 18.5
@@ -61,7 +66,9 @@ Run: `.venv/bin/python bench/transactions.py [--messages 50000] [--rounds 3] [--
 from __future__ import annotations
 
 import argparse
+import collections
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -69,6 +76,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -303,6 +311,20 @@ def create_transaction_state(bootstrap: str) -> None:
     producer.flush(10)
 
 
+def requests_answered(endpoints: list[str]) -> collections.Counter[str]:
+    """Requests the brokers have answered so far, by API name (their Prometheus endpoints'
+    `kafka_network_requestmetrics_requests_total`, summed over versions and brokers)."""
+    counts: collections.Counter[str] = collections.Counter()
+    for endpoint in endpoints:
+        with urllib.request.urlopen(endpoint, timeout=10) as answer:
+            for line in answer.read().decode().splitlines():
+                if line.startswith("kafka_network_requestmetrics_requests_total{"):
+                    name = re.search(r'request="([^"]+)"', line)
+                    if name:
+                        counts[name.group(1)] += int(float(line.rsplit(" ", 1)[1]))
+    return counts
+
+
 def brokers_cpu_seconds(pids: list[int]) -> float:
     """CPU seconds (user + system) the processes `pids` have used, from /proc."""
     total = 0
@@ -321,15 +343,23 @@ def one_round(
     tag: str,
     progress: Progress,
     broker_pids: list[int],
+    endpoints: list[str],
+    requests: dict[str, collections.Counter[str]],
 ) -> tuple[dict[str, float], dict[str, float]]:
-    """msg/s per shape, and the brokers' CPU ms per TXN_RECORDS records per produce shape."""
+    """msg/s per shape, and the brokers' CPU ms per TXN_RECORDS records per produce shape; the
+    requests the brokers answered per shape (from their metrics `endpoints`) go in
+    `requests`."""
     idempotent_topic, transactional_topic, parallel_idempotent, parallel_transactional = topics
     cpu: dict[str, float] = {}
 
     def metered(shape: str, run: Callable[[], float]) -> float:
         before = brokers_cpu_seconds(broker_pids)
+        answered = requests_answered(endpoints)
         rate = run()
         cpu[shape] = (brokers_cpu_seconds(broker_pids) - before) * 1000 / (n / TXN_RECORDS)
+        requests.setdefault(shape, collections.Counter()).update(
+            requests_answered(endpoints) - answered
+        )
         return rate
 
     rates = {
@@ -389,6 +419,8 @@ def main() -> None:
     n = args.messages
     runs: dict[str, list[dict[str, float]]] = {"librdkafka mock": [], "epochlog": []}
     cpu_rounds: list[dict[str, float]] = []  # epochlog brokers' CPU ms per TXN_RECORDS records
+    requests: dict[str, collections.Counter[str]] = {}  # shape -> requests over all rounds
+
     with (
         tempfile.TemporaryDirectory(prefix="epochlog-bench-") as tmp,
         Progress(
@@ -455,6 +487,8 @@ def main() -> None:
                     f"epochlog-{rnd}",
                     progress,
                     [b.pid for b in cluster.brokers.values() if b.pid is not None],
+                    list(cluster.metrics_endpoints().values()),
+                    requests,
                 )
                 runs["epochlog"].append(rates)
                 cpu_rounds.append(cpu)
@@ -509,6 +543,12 @@ def main() -> None:
         + f"; transactional / idempotent with {args.producers} producers: "
         f"{cpu_ms['parallel transactional'] / cpu_ms['parallel idempotent']:.0f}x the CPU"
     )
+    per = args.rounds * n / TXN_RECORDS
+    for shape, counts in requests.items():  # a local cluster's brokers serve their metrics
+        console.print(
+            f"epochlog's brokers answered per {TXN_RECORDS} records, {shape}: "
+            + ", ".join(f"{name} {count / per:.1f}" for name, count in counts.most_common())
+        )
     console.print(
         "[dim]ratios are taken within each round (both shapes one right after the other on the "
         "same target) and the median shown with every round's value. targets (issue 17): "
