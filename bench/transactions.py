@@ -420,7 +420,6 @@ def main() -> None:
     runs: dict[str, list[dict[str, float]]] = {"librdkafka mock": [], "epochlog": []}
     cpu_rounds: list[dict[str, float]] = []  # epochlog brokers' CPU ms per TXN_RECORDS records
     requests: dict[str, collections.Counter[str]] = {}  # shape -> requests over all rounds
-
     with (
         tempfile.TemporaryDirectory(prefix="epochlog-bench-") as tmp,
         Progress(
