@@ -4,8 +4,10 @@ Builds ~1 MB producer batches of keyed records (8-byte keys; 10 B, 100 B and 1 K
 timestamps moving by 1 ms every 100 records, as a producer's batch looks) and times the walk the
 broker does before appending each one: uncompressed in place, and (with --codecs) lz4 and zstd
 decompressed as a stream. Prints the best of --repeat rounds per case: ms per batch, ns per
-record and MB/s of batch bytes. The walk is pure Python; its cost is per record, whatever the
-value size.
+record and MB/s of batch bytes. The walk's cost is per record, whatever the value size; it is
+compiled by `python -m epochlog._build` (`make setup`), pure Python otherwise: run it from the
+tree that was built. Compiled, 100 B values, uncompressed: 348-353 ns a record while the walk
+took a bytes/bytearray/memoryview union, 158 ns since it takes bytes (lz4 380 -> 172-175 ns).
 
 Run: `.venv/bin/python bench/record_validation.py [--codecs] [--repeat 7]`.
 """

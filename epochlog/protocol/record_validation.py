@@ -135,7 +135,7 @@ def _scan(buf: bytes, pos: int, walk: _Walk) -> int:
     in `buf` starts (len(buf) when none is cut). With a target, stop after the first record at
     or past it (`walk.found`). `buf` is bytes, never a view: compiled, indexing bytes is a
     machine load where a bytes/bytearray/memoryview union goes through PyObject_GetItem and a
-    new int per byte (a 4,500-record batch: 355 -> 164 ns a record)."""
+    new int per byte (`bench/record_validation.py`: 350 -> 158 ns a record)."""
     end = len(buf)
     zz = _ZIGZAG_1
     varint = decode_varint
