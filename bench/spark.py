@@ -42,7 +42,7 @@ In one SparkSession (local[2]) and one run, against a local 1-broker cluster:
   first batch (target: p50 < 2 s).
 The CPU column is what every process on the machine used during a case (from /proc/stat,
 user + system), next to the wall time: on 2 cores, Spark's local[2] tasks and the broker share
-them, so the broker's own CPU (printed for the epochlog write, from its /proc entry) comes out
+them, so the broker's own CPU (printed for the epochlog write, `server_cpu.cpu_seconds`) comes out
 of the time Spark has. Each case runs `--repeat` times after a warm-up (a write, a batch read
 and a streaming read of each of epochlog and Parquet, untimed: the first streaming query of a
 session pays the JVM's warm-up of the streaming path, which no timed round should carry); the
@@ -84,6 +84,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from epochlog.client import Admin  # noqa: E402
 from epochlog.testing.cluster import LocalCluster  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import server_cpu  # noqa: E402
+
 
 def timed(fn: Callable[[], object]) -> float:
     t0 = time.perf_counter()
@@ -98,13 +102,6 @@ def machine_cpu_seconds() -> float:
         fields = [int(x) for x in f.readline().split()[1:]]
     busy = sum(fields[:3]) + sum(fields[5:8])  # idle and iowait left out
     return busy / os.sysconf("SC_CLK_TCK")
-
-
-def process_cpu_seconds(pid: int) -> float:
-    """CPU seconds (user + system) process `pid` has used."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> int:
@@ -495,10 +492,11 @@ def run(console: Console, cluster: LocalCluster, work: Path, args: argparse.Name
     for round_ in range(args.repeat):
         for name, fn in cases:  # alternate the cases, so load changes hit them alike
             with console.status(f"round {round_ + 1}/{args.repeat}: {name} ..."):
-                machine, broker = machine_cpu_seconds(), process_cpu_seconds(broker_pid)
+                machine, broker = machine_cpu_seconds(), server_cpu.cpu_seconds([broker_pid])
                 results.setdefault(name, []).append(timed(fn))
                 cpu.setdefault(name, []).append(machine_cpu_seconds() - machine)
-                broker_cpu.setdefault(name, []).append(process_cpu_seconds(broker_pid) - broker)
+                broker_used = server_cpu.cpu_seconds([broker_pid]) - broker
+                broker_cpu.setdefault(name, []).append(broker_used)
     latencies = end_to_end_latency(
         spark, bootstrap, new_topic, args.partitions, work, args.latency_seconds
     )

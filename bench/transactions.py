@@ -48,7 +48,7 @@ the extra appends each wake the followers' fetches, which read every partition t
 (`__transaction_state`'s included); cProfile of the brokers under 8 transactional producers
 shows the fetch path (`read_from_local_log`) as the largest share.
 
-For epochlog the bench also prints its brokers' CPU (from /proc) per 100 records produced in each
+For epochlog the bench also prints its brokers' CPU (`server_cpu`) per 100 records produced in each
 shape, and the requests they answered per 100 records (from their metrics endpoints): what a
 transaction costs the brokers against an idempotent producer's share of a large batch (DESIGN.md,
 "Issues 17 and 18 measured on an idle machine").
@@ -68,7 +68,6 @@ from __future__ import annotations
 import argparse
 import collections
 import os
-import re
 import signal
 import statistics
 import subprocess
@@ -84,12 +83,17 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import confluent_kafka  # noqa: E402
+from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from epochlog.processes import spawn  # noqa: E402
 from epochlog.testing.cluster import LocalCluster  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import server_cpu  # noqa: E402
 
 MOCK = Path(__file__).resolve().parents[2] / "shared" / "tools" / "librdkafka_mock_cluster.py"
 PARTITIONS = 8
@@ -317,22 +321,12 @@ def requests_answered(endpoints: list[str]) -> collections.Counter[str]:
     counts: collections.Counter[str] = collections.Counter()
     for endpoint in endpoints:
         with urllib.request.urlopen(endpoint, timeout=10) as answer:
-            for line in answer.read().decode().splitlines():
-                if line.startswith("kafka_network_requestmetrics_requests_total{"):
-                    name = re.search(r'request="([^"]+)"', line)
-                    if name:
-                        counts[name.group(1)] += int(float(line.rsplit(" ", 1)[1]))
+            text = answer.read().decode()
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == "kafka_network_requestmetrics_requests_total":
+                    counts[sample.labels["request"]] += int(sample.value)
     return counts
-
-
-def brokers_cpu_seconds(pids: list[int]) -> float:
-    """CPU seconds (user + system) the processes `pids` have used, from /proc."""
-    total = 0
-    for pid in pids:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])
-    return total / os.sysconf("SC_CLK_TCK")
 
 
 def one_round(
@@ -353,10 +347,10 @@ def one_round(
     cpu: dict[str, float] = {}
 
     def metered(shape: str, run: Callable[[], float]) -> float:
-        before = brokers_cpu_seconds(broker_pids)
+        before = server_cpu.cpu_seconds(broker_pids)
         answered = requests_answered(endpoints)
         rate = run()
-        cpu[shape] = (brokers_cpu_seconds(broker_pids) - before) * 1000 / (n / TXN_RECORDS)
+        cpu[shape] = (server_cpu.cpu_seconds(broker_pids) - before) * 1000 / (n / TXN_RECORDS)
         requests.setdefault(shape, collections.Counter()).update(
             requests_answered(endpoints) - answered
         )

@@ -185,6 +185,16 @@ def read_produce_answer(client: RawClient) -> dict[int, tuple[ErrorCode, int]]:
     return answers(response)
 
 
+def send_produce_held_in_verification(
+    client: RawClient, thread: BrokerThread, coordinator: ScriptedCoordinator
+) -> None:
+    """Send a transactional produce for partition 0 and return once the coordinator holds its
+    verification."""
+    coordinator.hold()
+    client.send_only(ApiKey.PRODUCE, 9, produce_body({0: txn_batch(7, 0)}))
+    thread.call(coordinator.held.wait())
+
+
 def produce_after(thread: BrokerThread) -> dict[int, tuple[ErrorCode, int]]:
     with RawClient("127.0.0.1", thread.port) as client:
         return produce(client, {0: plain_batch()}, txn_id=None)
@@ -193,10 +203,8 @@ def produce_after(thread: BrokerThread) -> dict[int, tuple[ErrorCode, int]]:
 def test_later_produces_of_the_connection_append_after_the_one_being_verified(broker) -> None:
     thread, coordinator = broker
     assert thread.loop is not None
-    coordinator.hold()
     with RawClient("127.0.0.1", thread.port) as client:
-        client.send_only(ApiKey.PRODUCE, 9, produce_body({0: txn_batch(7, 0)}))
-        thread.call(coordinator.held.wait())
+        send_produce_held_in_verification(client, thread, coordinator)
         client.send_only(ApiKey.PRODUCE, 9, produce_body({0: plain_batch()}, txn_id=None))
         thread.loop.call_soon_threadsafe(coordinator.release.set)
         first = read_produce_answer(client)
@@ -210,10 +218,8 @@ def test_a_produce_asks_the_coordinator_while_an_earlier_one_is_still_verified(b
     appends keep the connection's order."""
     thread, coordinator = broker
     assert thread.loop is not None
-    coordinator.hold()
     with RawClient("127.0.0.1", thread.port) as client:
-        client.send_only(ApiKey.PRODUCE, 9, produce_body({0: txn_batch(7, 0)}))
-        thread.call(coordinator.held.wait())
+        send_produce_held_in_verification(client, thread, coordinator)
         client.send_only(ApiKey.PRODUCE, 9, produce_body({1: txn_batch(7, 1)}))
         deadline = time.monotonic() + 5
         while len(coordinator.asked) < 2 and time.monotonic() < deadline:
